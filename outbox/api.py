@@ -1,0 +1,170 @@
+"""The HTTP API other web apps use: enqueue a message, read it, resend or cancel it."""
+
+import re
+from datetime import datetime
+from typing import Any
+
+from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+from sqlalchemy.exc import DBAPIError
+from werkzeug.exceptions import HTTPException
+
+from . import queue, tokens
+from .drafts import DraftError, build_draft, check_upload
+from .extensions import db
+from .models import Message
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat(timespec="seconds") + "Z" if moment else None
+
+
+def message_json(message: Message) -> dict[str, Any]:
+    """What the API tells about a message."""
+    return {
+        "id": message.id,
+        "message_id": message.message_id,
+        "status": message.status,
+        "from": message.from_addr,
+        "to": message.to_addrs,
+        "subject": message.subject,
+        "priority": message.priority,
+        "attempts": message.attempts,
+        "max_attempts": message.max_attempts,
+        "created_at": _iso(message.created_at),
+        "send_after": _iso(message.send_after),
+        "next_attempt_at": _iso(message.next_attempt_at),
+        "last_retry": _iso(message.last_retry),
+        "last_error": message.last_error,
+        "sent_at": _iso(message.sent_at),
+    }
+
+
+def _error(status: int, message: str, **extra: Any) -> Response:
+    response = jsonify(error=message, **extra)
+    response.status_code = status
+    return response
+
+
+@bp.errorhandler(HTTPException)
+def http_error(exc: HTTPException) -> Response:
+    response = _error(exc.code or 500, exc.description or exc.name)
+    if exc.code == 401:
+        response.headers["WWW-Authenticate"] = "Bearer"
+    return response
+
+
+@bp.errorhandler(DBAPIError)
+def database_down(exc: DBAPIError) -> Response:
+    db.session.rollback()
+    current_app.logger.warning("database unavailable: %s", exc.orig)
+    response = _error(503, "the database is unavailable; nothing was stored, try again")
+    response.headers["Retry-After"] = "5"
+    return response
+
+
+@bp.before_request
+def authenticate() -> Response | None:
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    row = tokens.lookup(token.strip()) if scheme.lower() == "bearer" and token else None
+    if row is None:
+        response = _error(401, "a valid API token is required (Authorization: Bearer TOKEN)")
+        response.headers["WWW-Authenticate"] = "Bearer"
+        return response
+    g.token_name = row.name
+    return None
+
+
+def _request_fields() -> dict[str, Any]:
+    """The message fields of a JSON, form or multipart body, checked uploads included."""
+    if request.is_json:
+        body = request.get_json(silent=True)
+        if not isinstance(body, dict):
+            raise DraftError({"body": "must be a JSON object"})
+        return body
+    if request.mimetype not in ("application/x-www-form-urlencoded", "multipart/form-data"):
+        raise DraftError({"body": "send JSON, a form, or multipart/form-data"})
+    form = request.form
+    fields: dict[str, Any] = {k: form.get(k) for k in form if k not in ("to", "cc", "bcc")}
+    for name in ("to", "cc", "bcc"):
+        fields[name] = form.getlist(name)
+    return fields
+
+
+def _uploads() -> list[Any]:
+    uploads = []
+    for item in request.files.getlist("attachments"):
+        try:
+            uploads.append(check_upload(item.filename or "", item.mimetype, item.read()))
+        except ValueError as exc:
+            raise DraftError({"attachments": str(exc)}) from None
+    return uploads
+
+
+@bp.post("/messages")
+def create_message() -> Response:
+    """Queue a message; 201 with its id, or the earlier one for a repeated Idempotency-Key."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not IDEMPOTENCY_KEY.match(key):
+        return _error(400, "Idempotency-Key must be 1 to 255 printable ASCII characters")
+    config = current_app.config
+    try:
+        fields = _request_fields()
+        draft = build_draft(fields, config["MAIL_DEFAULT_SENDER"])
+        draft.attachments.extend(_uploads())
+    except DraftError as exc:
+        status = 400 if "body" in exc.errors else 422
+        return _error(status, "the message was not queued", errors=exc.errors)
+    if draft.size() > config["MAX_MESSAGE_BYTES"]:
+        limit = config["MAX_MESSAGE_BYTES"]
+        return _error(
+            413, f"bodies and attachments come to {draft.size()} bytes; the limit is {limit}"
+        )  # noqa: E501
+    source = f"api:{g.token_name}"
+    message, created = queue.enqueue(
+        draft, source=source, max_attempts=config["MAX_ATTEMPTS"], idempotency_key=key
+    )
+    if not created and message.request_hash != draft.fingerprint():
+        return _error(409, "this Idempotency-Key was used for a different message", id=message.id)
+    response = jsonify(message_json(message))
+    response.status_code = 201
+    response.headers["Location"] = url_for("api.show_message", message_pk=message.id)
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+def _find(message_pk: int) -> Message:
+    return db.get_or_404(Message, message_pk, description=f"no message {message_pk}")
+
+
+@bp.get("/messages/<int:message_pk>")
+def show_message(message_pk: int) -> Response:
+    return jsonify(message_json(_find(message_pk)))
+
+
+@bp.post("/messages/<int:message_pk>/resend")
+def resend_message(message_pk: int) -> Response:
+    """Queue a failed or cancelled message again; 409 from any other status."""
+    _find(message_pk)
+    try:
+        queue.resend(message_pk, current_app.config["MAX_ATTEMPTS"])
+    except queue.MoveRefused as exc:
+        return _error(409, str(exc), status=_find(message_pk).status)
+    db.session.expire_all()
+    return jsonify(message_json(_find(message_pk)))
+
+
+@bp.post("/messages/<int:message_pk>/cancel")
+def cancel_message(message_pk: int) -> Response:
+    """Cancel a queued or deferred message; 409 from any other status."""
+    _find(message_pk)
+    try:
+        queue.cancel(message_pk)
+    except queue.MoveRefused as exc:
+        return _error(409, str(exc), status=_find(message_pk).status)
+    db.session.expire_all()
+    return jsonify(message_json(_find(message_pk)))

@@ -1,0 +1,81 @@
+"""The outbox command: Flask's own commands plus the worker, tokens and the demo."""
+
+import logging
+
+import click
+from flask import Flask, current_app
+from flask.cli import FlaskGroup
+
+from . import tokens, worker
+
+
+def _logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+
+
+@click.command("worker")
+def worker_command() -> None:
+    """Run a worker: drain the queue every OUTBOX_POLL_INTERVAL seconds until stopped."""
+    _logging()
+    worker.run(current_app._get_current_object())  # type: ignore[attr-defined]
+
+
+@click.command("send-queued")
+def send_queued_command() -> None:
+    """Send every due message once, print what happened, and exit."""
+    _logging()
+    tally = worker.Worker().drain()
+    click.echo(str(tally))
+
+
+@click.command("create-token")
+@click.argument("name")
+def create_token_command(name: str) -> None:
+    """Make an API token called NAME and print it (it is shown only this once)."""
+    try:
+        token = tokens.create(name)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"API token {name!r} (shown once; store it now):")
+    click.echo(token)
+
+
+@click.command("revoke-token")
+@click.argument("name")
+def revoke_token_command(name: str) -> None:
+    """Revoke the API token called NAME."""
+    if not tokens.revoke(name):
+        raise click.ClickException(f"no live token named {name!r}")
+    click.echo(f"revoked {name!r}")
+
+
+@click.command("demo")
+@click.option("--port", default=5000, show_default=True, help="Web port on 127.0.0.1.")
+@click.option("--smtp-port", default=8025, show_default=True, help="Port of the demo SMTP server.")
+def demo_command(port: int, smtp_port: int) -> None:
+    """Run everything on this machine: web app, worker and a catch-all SMTP server."""
+    from . import demo
+
+    _logging()
+    demo.run(port, smtp_port)
+
+
+def register(app: Flask) -> None:
+    """Add the outbox commands to the app's CLI."""
+    for command in (
+        worker_command,
+        send_queued_command,
+        create_token_command,
+        revoke_token_command,
+        demo_command,
+    ):
+        app.cli.add_command(command)
+
+
+def _create_app() -> Flask:
+    from . import create_app
+
+    return create_app()
+
+
+main = FlaskGroup(create_app=_create_app, help="outbox: a database-backed mail outbox.")

@@ -1,0 +1,82 @@
+"""Configuration defaults and the OUTBOX_* environment variables that override them."""
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+# Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
+# environment or as <NAME> in instance/config.py.
+DEFAULTS: dict[str, Any] = {
+    "DATABASE_URL": None,  # any SQLAlchemy URL; None means instance/outbox.sqlite3
+    "SECRET_KEY": None,  # str; None means a random key made at start (sessions end on restart)
+    "MAIL_SERVER": "127.0.0.1",  # host name
+    "MAIL_PORT": 25,  # TCP port
+    "MAIL_USE_TLS": False,  # STARTTLS after connecting
+    "MAIL_USE_SSL": False,  # implicit TLS from the first byte
+    "MAIL_USERNAME": None,  # SMTP AUTH user, None for no AUTH
+    "MAIL_PASSWORD": None,  # SMTP AUTH password
+    "MAIL_DEFAULT_SENDER": None,  # address used as From when a message names none
+    "SMTP_TIMEOUT": 30.0,  # seconds one SMTP socket operation may take
+    "POLL_INTERVAL": 20.0,  # seconds between worker ticks
+    "BATCH_SIZE": 100,  # messages claimed at a time
+    "RETRY_DELAY": 60.0,  # seconds before the first retry
+    "RETRY_BACKOFF": 2.0,  # factor per further attempt; 1 means a fixed delay
+    "RETRY_MAX_DELAY": 3600.0,  # seconds, the longest wait between two attempts
+    "MAX_ATTEMPTS": 10,  # attempts before a message fails for good
+    "LOCK_TIMEOUT": 900.0,  # seconds after which a claim counts as abandoned
+    "MAX_MESSAGE_BYTES": 25 * 1024 * 1024,  # bytes, the largest request or message
+}
+
+_BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL"}
+_INTS = {"MAIL_PORT", "BATCH_SIZE", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
+_FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF"}
+_FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT"}
+
+
+def coerce(name: str, raw: str) -> Any:
+    """Turn one environment string into the type its default has."""
+    if name in _BOOLS:
+        value = raw.strip().lower()
+        if value in {"1", "true", "yes", "on"}:
+            return True
+        if value in {"0", "false", "no", "off", ""}:
+            return False
+        raise ValueError(f"OUTBOX_{name}: expected true or false, got {raw!r}")
+    try:
+        if name in _INTS:
+            return int(raw)
+        if name in _FLOATS:
+            return float(raw)
+    except ValueError:
+        raise ValueError(f"OUTBOX_{name}: expected a number, got {raw!r}") from None
+    return raw
+
+
+def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The settings given as OUTBOX_* variables, typed."""
+    found = {}
+    for name in DEFAULTS:
+        raw = environ.get(f"OUTBOX_{name}")
+        if raw is not None:
+            found[name] = coerce(name, raw)
+    return found
+
+
+def check(config: Mapping[str, Any]) -> None:
+    """Refuse settings that would break the queue's guarantees."""
+    if config["LOCK_TIMEOUT"] < 4 * config["SMTP_TIMEOUT"]:
+        raise ValueError(
+            "LOCK_TIMEOUT must be at least 4 x SMTP_TIMEOUT, or a slow SMTP server "
+            "could let another worker take over a message while it is being sent"
+        )
+    if config["BATCH_SIZE"] < 1 or config["MAX_ATTEMPTS"] < 1:
+        raise ValueError("BATCH_SIZE and MAX_ATTEMPTS must be at least 1")
+    if config["RETRY_BACKOFF"] < 1:
+        raise ValueError("RETRY_BACKOFF must be 1 or more")
+
+
+def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Package defaults overlaid with the environment."""
+    config = dict(DEFAULTS)
+    config.update(from_environ(os.environ if environ is None else environ))
+    return config

@@ -1,0 +1,250 @@
+"""Checking a message handed to outbox, from any source, before it is queued."""
+
+import base64
+import binascii
+import hashlib
+import json
+import mimetypes
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import formataddr, getaddresses
+from typing import Any
+
+from email_validator import EmailNotValidError, validate_email
+
+# Headers that outbox writes itself from the message's own fields.
+RESERVED_HEADERS = {
+    "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
+    "mime-version", "content-type", "content-transfer-encoding", "sender",
+}  # fmt: skip
+HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")  # RFC 5322 field-name: printable, no colon
+MIME_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+PRIORITY_RANGE = (-1_000_000, 1_000_000)
+
+
+class DraftError(Exception):
+    """One or more fields are wrong; errors maps each field to what is wrong with it."""
+
+    def __init__(self, errors: dict[str, str]):
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+@dataclass
+class Upload:
+    filename: str
+    content_type: str
+    data: bytes
+
+
+@dataclass
+class Draft:
+    """A checked message, ready for queue.enqueue."""
+
+    from_addr: str
+    to: list[str]
+    cc: list[str] = field(default_factory=list)
+    bcc: list[str] = field(default_factory=list)
+    reply_to: str | None = None
+    subject: str = ""
+    text: str | None = None
+    html: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    priority: int = 0
+    send_after: datetime | None = None
+    attachments: list[Upload] = field(default_factory=list)
+
+    def size(self) -> int:
+        """Bytes of bodies and attachments, the part limited by MAX_MESSAGE_BYTES."""
+        bodies = len((self.text or "").encode()) + len((self.html or "").encode())
+        return bodies + sum(len(a.data) for a in self.attachments)
+
+    def fingerprint(self) -> str:
+        """A digest of the whole content, to tell a true repeat from a reused key."""
+        digest = hashlib.sha256()
+        fields = {k: v for k, v in self.__dict__.items() if k != "attachments"}
+        fields["send_after"] = self.send_after.isoformat() if self.send_after else None
+        digest.update(json.dumps(fields, sort_keys=True).encode())
+        for upload in self.attachments:
+            digest.update(f"\0{upload.filename}\0{upload.content_type}\0".encode())
+            digest.update(hashlib.sha256(upload.data).digest())
+        return digest.hexdigest()
+
+
+def _no_line_breaks(value: str) -> str | None:
+    if "\r" in value or "\n" in value:
+        return "must not contain a line break (CR or LF)"
+    return None
+
+
+def parse_addresses(values: Iterable[str]) -> list[str]:
+    """Addresses from strings that may each hold a comma-separated list."""
+    found = []
+    for value in values:
+        if problem := _no_line_breaks(value):
+            raise ValueError(problem)
+        if not value.strip():
+            continue
+        for name, addr in getaddresses([value]):
+            if not addr:
+                raise ValueError(f"{value!r} is not an email address")
+            try:
+                checked = validate_email(addr, check_deliverability=False)
+            except EmailNotValidError as exc:
+                raise ValueError(f"{addr!r} is not a valid address: {exc}") from None
+            found.append(formataddr((name, checked.normalized)))
+    return found
+
+
+def _text_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise ValueError("must be a string or a list of strings")
+
+
+def _one_address(value: Any, what: str) -> str | None:
+    found = parse_addresses(_text_list(value))
+    if len(found) > 1:
+        raise ValueError(f"takes one {what} address, got {len(found)}")
+    return found[0] if found else None
+
+
+def _optional_text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def _priority(value: Any) -> int:
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be a whole number")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a whole number") from None
+    low, high = PRIORITY_RANGE
+    if not low <= number <= high:
+        raise ValueError(f"must be between {low} and {high}")
+    return number
+
+
+def _send_after(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 date and time")
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(f"{value!r} is not an ISO 8601 date and time") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(UTC).replace(tzinfo=None)
+    return moment
+
+
+def _headers(value: Any) -> dict[str, str]:
+    if value is None or value == {}:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be an object of header names to values")
+    headers = {}
+    for name, text in value.items():
+        if not isinstance(name, str) or not HEADER_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"{name} is set by outbox from the message's own fields")
+        if not isinstance(text, str):
+            raise ValueError(f"the value of {name} must be a string")
+        if problem := _no_line_breaks(text):
+            raise ValueError(f"the value of {name} {problem}")
+        headers[name] = text
+    return headers
+
+
+def check_upload(filename: str, content_type: str | None, data: bytes) -> Upload:
+    """One attachment with a safe file name and a well-formed content type."""
+    if problem := _no_line_breaks(filename):
+        raise ValueError(f"file name {problem}")
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    if not name:
+        raise ValueError("every attachment needs a file name")
+    if len(name) > 255:
+        raise ValueError(f"file name {name[:40]!r}... is longer than 255 characters")
+    kind = (content_type or "").split(";")[0].strip().lower()
+    if not kind or kind == "application/octet-stream":
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    if not MIME_TYPE.match(kind):
+        raise ValueError(f"{content_type!r} is not a content type")
+    return Upload(name, kind, data)
+
+
+def _json_attachments(value: Any) -> list[Upload]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("must be a list of {filename, content_type, content} objects")
+    uploads = []
+    for item in value:
+        if not isinstance(item, Mapping) or not isinstance(item.get("filename"), str):
+            raise ValueError("each attachment needs a filename")
+        content = item.get("content")
+        if not isinstance(content, str):
+            raise ValueError(f"{item['filename']}: content must be a base64 string")
+        try:
+            data = base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{item['filename']}: content is not valid base64") from None
+        uploads.append(check_upload(item["filename"], item.get("content_type"), data))
+    return uploads
+
+
+def build_draft(fields: Mapping[str, Any], default_sender: str | None) -> Draft:
+    """Check every field at once; raise DraftError naming each bad one."""
+    errors: dict[str, str] = {}
+    values: dict[str, Any] = {}
+
+    def take(name: str, key: str, check: Any, *args: Any) -> None:
+        try:
+            values[name] = check(fields.get(key), *args)
+        except ValueError as exc:
+            errors[key] = str(exc)
+
+    for name in ("to", "cc", "bcc"):
+        take(name, name, lambda v: parse_addresses(_text_list(v)))
+    take("from_addr", "from", _one_address, "sender")
+    take("reply_to", "reply_to", _one_address, "reply-to")
+    take("subject", "subject", lambda v: _optional_text(v) or "")
+    take("text", "text", _optional_text)
+    take("html", "html", _optional_text)
+    take("priority", "priority", _priority)
+    take("send_after", "send_after", _send_after)
+    take("headers", "headers", _headers)
+    take("attachments", "attachments", _json_attachments)
+
+    if "subject" in values and (problem := _no_line_breaks(values["subject"])):
+        errors["subject"] = problem
+    if "to" in values and not values["to"]:
+        errors["to"] = "at least one recipient is required"
+    if "text" in values and "html" in values and not (values["text"] or values["html"]):
+        errors["text"] = "a text or an html body is required"
+    if "from_addr" in values and values["from_addr"] is None:
+        if not default_sender:
+            errors["from"] = "required: no default sender is configured"
+        else:
+            try:
+                values["from_addr"] = _one_address(default_sender, "sender")
+            except ValueError as exc:
+                errors["from"] = f"required: the configured default sender is unusable ({exc})"
+    if errors:
+        raise DraftError(errors)
+    return Draft(**values)

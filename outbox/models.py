@@ -1,0 +1,145 @@
+"""The database tables: messages, their attachments and attempts, and API tokens."""
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    LargeBinary,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import mysql
+from sqlalchemy.orm import Mapped, mapped_column, relationship
+
+from .extensions import db
+from .status import Status
+
+# SQLite only numbers rows by itself for a plain INTEGER primary key.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+# MySQL and MariaDB keep whole seconds unless told otherwise; the queue orders by
+# these columns, so keep microseconds everywhere. All timestamps are naive UTC.
+Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+# TEXT is 64 KiB on MySQL; bodies may be far larger.
+LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+# One attachment is split into chunks of this many bytes, so that no single row
+# comes near MySQL's max_allowed_packet (16 MiB by default) and no read holds more
+# than a chunk of it at a time besides the message being built.
+CHUNK_BYTES = 1024 * 1024
+Blob = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
+
+
+def utcnow() -> datetime:
+    """The current time as the naive UTC datetime the tables hold."""
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class Message(db.Model):
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    message_id: Mapped[str] = mapped_column(String(255), unique=True)
+    from_addr: Mapped[str] = mapped_column(String(998))
+    to_addrs: Mapped[str] = mapped_column(Text)
+    cc_addrs: Mapped[str] = mapped_column(Text, default="")
+    bcc_addrs: Mapped[str] = mapped_column(Text, default="")
+    reply_to: Mapped[str | None] = mapped_column(String(998))
+    subject: Mapped[str] = mapped_column(String(998), default="")
+    text_body: Mapped[str | None] = mapped_column(LongText)
+    html_body: Mapped[str | None] = mapped_column(LongText)
+    headers: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    send_after: Mapped[datetime | None] = mapped_column(Timestamp)
+    status: Mapped[str] = mapped_column(String(16), default=Status.QUEUED.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer)
+    last_retry: Mapped[datetime | None] = mapped_column(Timestamp)
+    next_attempt_at: Mapped[datetime] = mapped_column(Timestamp)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    locked_by: Mapped[str | None] = mapped_column(String(255))
+    locked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    source: Mapped[str] = mapped_column(String(255), default="")
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    attachment_count: Mapped[int] = mapped_column(Integer, default=0)
+
+    attachments: Mapped[list["Attachment"]] = relationship(
+        back_populates="message", lazy="raise", order_by="Attachment.id"
+    )
+    attempt_log: Mapped[list["Attempt"]] = relationship(
+        back_populates="message", lazy="raise", order_by="Attempt.id"
+    )
+
+    __table_args__ = (
+        Index("ix_messages_created", "created_at"),
+        UniqueConstraint("source", "idempotency_key", name="uq_messages_idempotency"),
+    )
+
+
+# The claim reads one status at a time in exactly this order, so each claim is an
+# index range scan that stops after a batch, however many sent rows the table holds.
+Index(
+    "ix_messages_claim",
+    Message.status,
+    Message.priority.desc(),
+    Message.next_attempt_at,
+    Message.id,
+)
+
+
+class Attachment(db.Model):
+    __tablename__ = "attachments"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    message_pk: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    filename: Mapped[str] = mapped_column(String(255))
+    content_type: Mapped[str] = mapped_column(String(255))
+    size: Mapped[int] = mapped_column(BigInteger)
+
+    message: Mapped[Message] = relationship(back_populates="attachments")
+
+
+class AttachmentChunk(db.Model):
+    __tablename__ = "attachment_chunks"
+
+    attachment_id: Mapped[int] = mapped_column(
+        ForeignKey("attachments.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(Blob)
+
+
+class Attempt(db.Model):
+    __tablename__ = "attempts"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    message_pk: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    started_at: Mapped[datetime] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime] = mapped_column(Timestamp)
+    worker_id: Mapped[str] = mapped_column(String(255))
+    outcome: Mapped[str] = mapped_column(String(16))
+    smtp_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+
+    message: Mapped[Message] = relationship(back_populates="attempt_log")
+
+
+class ApiToken(db.Model):
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)

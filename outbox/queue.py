@@ -1,0 +1,392 @@
+"""The only code that writes a message's status: every move is a guarded UPDATE."""
+
+import random
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from email.utils import make_msgid, parseaddr
+
+from sqlalchemy import case, exists, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from .drafts import Draft
+from .extensions import db
+from .models import CHUNK_BYTES, Attachment, AttachmentChunk, Attempt, Message, utcnow
+from .status import CLAIMABLE, Outcome, Status, can_move, next_attempt_at, sources
+
+CLAIM_TRIES = 8
+
+
+class MoveRefused(Exception):
+    """The message is not in a status from which that move is allowed."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A message this worker holds: what the outcome writes need to stay guarded."""
+
+    id: int
+    worker_id: str
+    attempts: int
+    max_attempts: int
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class Retry:
+    """The retry schedule settings."""
+
+    delay: float
+    backoff: float
+    max_delay: float
+
+
+def _move(message_id: int, old: Iterable[Status], new: Status, **values: object) -> bool:
+    """UPDATE one message from one of the old statuses to new; True if it moved."""
+    olds = tuple(old)
+    assert all(can_move(o, new) for o in olds), (olds, new)
+    stmt = (
+        update(Message)
+        .where(Message.id == message_id, Message.status.in_(olds))
+        .values(status=new.value, **values)
+        .execution_options(synchronize_session=False)
+    )
+    return db.session.execute(stmt).rowcount == 1
+
+
+def enqueue(
+    draft: Draft,
+    *,
+    source: str,
+    max_attempts: int,
+    now: datetime | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[Message, bool]:
+    """Store a message with all its attachments in one transaction.
+
+    Returns the message and whether it is new: with an idempotency key already
+    used by this source, the earlier message comes back instead.
+    """
+    now = now or utcnow()
+    domain = parseaddr(draft.from_addr)[1].rpartition("@")[2] or "outbox.invalid"
+    due = max(draft.send_after, now) if draft.send_after else now
+    message = Message(
+        # Fixed here and sent on every attempt, so a receiver can tell a retry
+        # from a new mail.
+        message_id=make_msgid(domain=domain),
+        from_addr=draft.from_addr,
+        to_addrs=", ".join(draft.to),
+        cc_addrs=", ".join(draft.cc),
+        bcc_addrs=", ".join(draft.bcc),
+        reply_to=draft.reply_to,
+        subject=draft.subject,
+        text_body=draft.text,
+        html_body=draft.html,
+        headers=draft.headers or None,
+        priority=draft.priority,
+        send_after=draft.send_after,
+        status=Status.QUEUED.value,
+        attempts=0,
+        max_attempts=max_attempts,
+        next_attempt_at=due,
+        created_at=now,
+        source=source,
+        idempotency_key=idempotency_key,
+        request_hash=draft.fingerprint() if idempotency_key else None,
+        attachment_count=len(draft.attachments),
+    )
+    db.session.add(message)
+    try:
+        db.session.flush()
+        for upload in draft.attachments:
+            _store_attachment(message.id, upload.filename, upload.content_type, upload.data)
+        db.session.commit()
+    except IntegrityError:
+        db.session.rollback()
+        if idempotency_key is None:
+            raise
+        earlier = find_by_key(source, idempotency_key)
+        if earlier is None:
+            raise
+        return earlier, False
+    return message, True
+
+
+def _store_attachment(message_pk: int, filename: str, content_type: str, data: bytes) -> None:
+    attachment = Attachment(
+        message_pk=message_pk, filename=filename, content_type=content_type, size=len(data)
+    )
+    db.session.add(attachment)
+    db.session.flush()
+    for seq, start in enumerate(range(0, len(data), CHUNK_BYTES)):
+        chunk = AttachmentChunk(
+            attachment_id=attachment.id, seq=seq, data=data[start : start + CHUNK_BYTES]
+        )
+        db.session.add(chunk)
+        db.session.flush()
+        db.session.expunge(chunk)
+
+
+def find_by_key(source: str, idempotency_key: str) -> Message | None:
+    """The message a source stored under an idempotency key, if any."""
+    stmt = select(Message).where(
+        Message.source == source, Message.idempotency_key == idempotency_key
+    )
+    return db.session.execute(stmt).scalar_one_or_none()
+
+
+def read_attachments(message_pk: int) -> list[tuple[str, str, bytes]]:
+    """One message's attachments as (filename, content type, data), chunk by chunk."""
+    found = []
+    listing = select(Attachment).where(Attachment.message_pk == message_pk)
+    for attachment in db.session.execute(listing.order_by(Attachment.id)).scalars():
+        chunks = select(AttachmentChunk.data).where(AttachmentChunk.attachment_id == attachment.id)
+        parts = db.session.execute(chunks.order_by(AttachmentChunk.seq)).scalars()
+        found.append((attachment.filename, attachment.content_type, b"".join(parts)))
+    return found
+
+
+def _retryable(exc: DBAPIError) -> bool:
+    """Deadlocks, lock timeouts and busy databases: worth trying the claim again."""
+    orig = exc.orig
+    code = orig.args[0] if orig is not None and orig.args else None
+    if code in (1205, 1213):  # MySQL/MariaDB lock wait timeout, deadlock
+        return True
+    if getattr(orig, "sqlstate", None) in ("40001", "40P01", "55P03"):  # PostgreSQL
+        return True
+    return "database is locked" in str(orig)  # SQLite
+
+
+def claim_batch(worker_id: str, limit: int, now: datetime | None = None) -> list[Claim]:
+    """Mark up to limit due messages as sending by this worker, in one short transaction."""
+    for attempt in range(CLAIM_TRIES):
+        now = now or utcnow()
+        try:
+            ids = _claim_ids(worker_id, limit, now)
+            rows = []
+            if ids:
+                stmt = select(Message.id, Message.attempts, Message.max_attempts).where(
+                    Message.id.in_(ids)
+                )
+                rows = db.session.execute(stmt).all()
+            db.session.commit()
+        except DBAPIError as exc:
+            db.session.rollback()
+            if not _retryable(exc) or attempt == CLAIM_TRIES - 1:
+                raise
+            time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
+            continue
+        order = {id_: n for n, id_ in enumerate(ids)}
+        rows.sort(key=lambda r: order[r.id])
+        return [Claim(r.id, worker_id, r.attempts, r.max_attempts, now) for r in rows]
+    raise AssertionError("unreachable")
+
+
+def _claim_order(stmt):  # type: ignore[no-untyped-def]
+    return stmt.order_by(Message.priority.desc(), Message.next_attempt_at, Message.id)
+
+
+def _claim_ids(worker_id: str, limit: int, now: datetime) -> list[int]:
+    claimable = [s.value for s in CLAIMABLE]
+    mark = dict(status=Status.SENDING.value, locked_by=worker_id, locked_at=now)
+    if db.engine.dialect.name == "sqlite":
+        # SQLite has no row locks; one UPDATE takes its write lock, so choosing
+        # and marking the rows is a single atomic step.
+        due = select(Message.id).where(
+            Message.status.in_(claimable), Message.next_attempt_at <= now
+        )
+        stmt = (
+            update(Message)
+            .where(Message.id.in_(_claim_order(due).limit(limit).scalar_subquery()))
+            .values(**mark)
+            .returning(Message.id, Message.priority, Message.next_attempt_at)
+            .execution_options(synchronize_session=False)
+        )
+        rows = db.session.execute(stmt).all()
+    else:
+        # One locking read per status, each an ordered range of ix_messages_claim;
+        # SKIP LOCKED lets workers take disjoint rows without waiting on each other.
+        rows = []
+        for status in claimable:
+            lane = select(Message.id, Message.priority, Message.next_attempt_at).where(
+                Message.status == status, Message.next_attempt_at <= now
+            )
+            lane = _claim_order(lane).limit(limit).with_for_update(skip_locked=True)
+            rows.extend(db.session.execute(lane).all())
+        rows.sort(key=lambda r: (-r.priority, r.next_attempt_at, r.id))
+        rows = rows[:limit]
+        if rows:
+            stmt = (
+                update(Message)
+                .where(Message.id.in_([r.id for r in rows]), Message.status.in_(claimable))
+                .values(**mark)
+                .execution_options(synchronize_session=False)
+            )
+            moved = db.session.execute(stmt).rowcount
+            # The rows are locked by this transaction, so all of them must move.
+            assert moved == len(rows), (moved, len(rows))
+    rows.sort(key=lambda r: (-r.priority, r.next_attempt_at, r.id))
+    return [r.id for r in rows]
+
+
+def has_due(now: datetime | None = None) -> bool:
+    """Whether any due message is still waiting unclaimed (a plain, non-locking read)."""
+    now = now or utcnow()
+    due = select(Message.id).where(
+        Message.status.in_([s.value for s in CLAIMABLE]), Message.next_attempt_at <= now
+    )
+    found = db.session.execute(select(exists(due))).scalar()
+    db.session.commit()
+    return bool(found)
+
+
+def _finish(
+    claim: Claim, new: Status, outcome: Outcome, now: datetime, values: dict[str, object],
+    code: int | None = None, error: str | None = None,
+) -> bool:  # fmt: skip
+    """Record one attempt's outcome, guarded by this worker's claim; commit."""
+    stmt = (
+        update(Message)
+        .where(
+            Message.id == claim.id,
+            Message.status == Status.SENDING.value,
+            Message.locked_by == claim.worker_id,
+        )
+        .values(
+            status=new.value,
+            attempts=claim.attempts + 1,
+            last_retry=now,
+            locked_by=None,
+            locked_at=None,
+            last_error=error,
+            **values,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    moved = db.session.execute(stmt).rowcount == 1
+    if moved:
+        db.session.add(
+            Attempt(
+                message_pk=claim.id,
+                started_at=claim.started_at,
+                finished_at=now,
+                worker_id=claim.worker_id,
+                outcome=outcome.value,
+                smtp_code=code,
+                error=error,
+            )
+        )
+    db.session.commit()
+    return moved
+
+
+def mark_sent(claim: Claim, now: datetime, note: str | None = None) -> bool:
+    """The message went out (note lists recipients the server refused, if any)."""
+    return _finish(claim, Status.SENT, Outcome.SENT, now, {"sent_at": now}, error=note)
+
+
+def mark_failed(claim: Claim, now: datetime, code: int | None, error: str) -> bool:
+    """The message will never go out: a permanent refusal or a message that cannot be built."""
+    return _finish(claim, Status.FAILED, Outcome.FAILED, now, {}, code, error)
+
+
+def mark_deferred(
+    claim: Claim, now: datetime, code: int | None, error: str, retry: Retry
+) -> Status:
+    """A transient failure: try again later, or fail if the attempts are used up."""
+    attempts = claim.attempts + 1
+    if attempts >= claim.max_attempts:
+        error = f"{error} (gave up after {attempts} attempts)"
+        mark_failed(claim, now, code, error)
+        return Status.FAILED
+    when = next_attempt_at(attempts, now, retry.delay, retry.backoff, retry.max_delay)
+    _finish(claim, Status.DEFERRED, Outcome.DEFERRED, now, {"next_attempt_at": when}, code, error)
+    return Status.DEFERRED
+
+
+def renew(claims: Sequence[Claim], now: datetime) -> set[int]:
+    """Refresh this worker's claims; return the ids it still holds."""
+    if not claims:
+        return set()
+    worker_id = claims[0].worker_id
+    ids = [c.id for c in claims]
+    held = (Message.id.in_(ids), Message.status == Status.SENDING.value)
+    held += (Message.locked_by == worker_id,)
+    stmt = update(Message).where(*held).values(locked_at=now)
+    db.session.execute(stmt.execution_options(synchronize_session=False))
+    still = set(db.session.execute(select(Message.id).where(*held)).scalars())
+    db.session.commit()
+    return still
+
+
+def release(claims: Sequence[Claim]) -> int:
+    """Hand back claimed messages that were not started, as if never claimed."""
+    if not claims:
+        return 0
+    stmt = (
+        update(Message)
+        .where(
+            Message.id.in_([c.id for c in claims]),
+            Message.status == Status.SENDING.value,
+            Message.locked_by == claims[0].worker_id,
+        )
+        .values(
+            status=case((Message.attempts == 0, Status.QUEUED.value), else_=Status.DEFERRED.value),
+            locked_by=None,
+            locked_at=None,
+        )
+        .execution_options(synchronize_session=False)
+    )
+    count = db.session.execute(stmt).rowcount
+    db.session.commit()
+    return count
+
+
+def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
+    """Take back messages whose claim is older than lock_timeout: their worker died."""
+    now = now or utcnow()
+    cutoff = now - timedelta(seconds=lock_timeout)
+    stale = select(
+        Message.id, Message.locked_by, Message.locked_at, Message.attempts, Message.max_attempts
+    ).where(Message.status == Status.SENDING.value, Message.locked_at < cutoff)
+    if db.engine.dialect.name != "sqlite":
+        stale = stale.with_for_update(skip_locked=True)
+    count = 0
+    for row in db.session.execute(stale).all():
+        claim = Claim(row.id, row.locked_by, row.attempts, row.max_attempts, row.locked_at)
+        error = f"worker lost: claim by {row.locked_by} expired after {lock_timeout:g}s"
+        attempts = row.attempts + 1
+        new = Status.FAILED if attempts >= row.max_attempts else Status.DEFERRED
+        values: dict[str, object] = {} if new is Status.FAILED else {"next_attempt_at": now}
+        # _finish commits each one; the guard on locked_by keeps a live owner's
+        # outcome from being overwritten.
+        if _finish(claim, new, Outcome.WORKER_LOST, now, values, error=error):
+            count += 1
+    db.session.commit()
+    return count
+
+
+def cancel(message_id: int, now: datetime | None = None) -> None:
+    """Cancel a queued or deferred message; MoveRefused otherwise."""
+    moved = _move(message_id, sources(Status.CANCELLED), Status.CANCELLED)
+    db.session.commit()
+    if not moved:
+        raise MoveRefused(f"message {message_id} is not queued or deferred")
+
+
+def resend(message_id: int, allowance: int, now: datetime | None = None) -> None:
+    """Queue a failed or cancelled message again, keeping its attempt history.
+
+    It gets a fresh allowance of attempts on top of those already made.
+    """
+    moved = _move(
+        message_id,
+        (Status.FAILED, Status.CANCELLED),
+        Status.QUEUED,
+        next_attempt_at=now or utcnow(),
+        max_attempts=Message.attempts + allowance,
+    )
+    db.session.commit()
+    if not moved:
+        raise MoveRefused(f"message {message_id} is not failed or cancelled")

@@ -1,0 +1,169 @@
+"""Speaking SMTP: building each message with Flask-Mail and sorting SMTP errors."""
+
+import smtplib
+from dataclasses import dataclass
+from email.utils import getaddresses
+
+from flask import current_app
+from flask_mail import Attachment, Connection, Message, sanitize_address, sanitize_addresses
+
+from .models import Message as Row
+from .status import Outcome
+
+
+class BuildError(Exception):
+    """The stored message cannot be turned into a mail; retrying will not help."""
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one delivery attempt came to."""
+
+    outcome: Outcome
+    code: int | None = None
+    error: str | None = None
+
+
+def _addresses(column: str) -> list[str]:
+    return [f"{name} <{addr}>" if name else addr for name, addr in getaddresses([column])]
+
+
+def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> Message:
+    """The Flask-Mail message for a stored row, with the row's fixed Message-ID."""
+    try:
+        message = Message(
+            subject=row.subject,
+            recipients=_addresses(row.to_addrs),
+            cc=_addresses(row.cc_addrs),
+            bcc=_addresses(row.bcc_addrs),
+            sender=row.from_addr,
+            reply_to=row.reply_to,
+            body=row.text_body if row.text_body is not None else "",
+            html=row.html_body,
+            extra_headers=dict(row.headers or {}),
+            attachments=[Attachment(n, t, d) for n, t, d in attachments],
+        )
+        message.msgId = row.message_id
+        if message.has_bad_headers():
+            raise BuildError("a header holds a line break")
+    except BuildError:
+        raise
+    except Exception as exc:
+        raise BuildError(f"cannot build message: {type(exc).__name__}: {exc}") from exc
+    return message
+
+
+class TimedConnection(Connection):
+    """Flask-Mail's connection, opened with a socket timeout.
+
+    Flask-Mail opens its socket without one, and a server that accepts the
+    connection and never answers would hold the worker forever.
+    """
+
+    def configure_host(self) -> smtplib.SMTP:
+        state, timeout = self.mail, current_app.config["SMTP_TIMEOUT"]
+        factory = smtplib.SMTP_SSL if state.use_ssl else smtplib.SMTP
+        host = factory(state.server, state.port, timeout=timeout)
+        try:
+            if state.use_tls:
+                host.starttls()
+            if state.username and state.password:
+                host.login(state.username, state.password)
+        except BaseException:
+            host.close()
+            raise
+        return host
+
+
+class SmtpSession:
+    """One SMTP connection reused across a batch, opened on first use and after a drop."""
+
+    def __init__(self) -> None:
+        self.connection: TimedConnection | None = None
+
+    def host(self) -> smtplib.SMTP:
+        """The open connection, made now if there is none."""
+        if self.connection is None or self.connection.host is None:
+            connection = TimedConnection(current_app.extensions["mail"])
+            connection.host = connection.configure_host()
+            self.connection = connection
+        return self.connection.host
+
+    def drop(self) -> None:
+        """Forget the connection after an error that may have broken it."""
+        if self.connection is not None and self.connection.host is not None:
+            self.connection.host.close()
+        self.connection = None
+
+    def close(self) -> None:
+        """Say goodbye to the server if it is still listening."""
+        if self.connection is not None and self.connection.host is not None:
+            try:
+                self.connection.host.quit()
+            except (smtplib.SMTPException, OSError):
+                self.connection.host.close()
+        self.connection = None
+
+    def __enter__(self) -> "SmtpSession":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _refusals(recipients: dict[str, tuple[int, bytes]]) -> str:
+    return "; ".join(f"{addr}: {code} {_text(reply)}" for addr, (code, reply) in recipients.items())
+
+
+def _text(reply: bytes | str) -> str:
+    return reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
+
+
+def classify(exc: BaseException) -> Result:
+    """Sort a sending error: 4xx, timeouts and lost connections defer; 5xx fails."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        codes = [code for code, _ in exc.recipients.values()]
+        transient = any(code < 500 for code in codes)
+        outcome = Outcome.DEFERRED if transient else Outcome.FAILED
+        code = min(codes) if transient else max(codes)
+        return Result(outcome, code, f"all recipients refused: {_refusals(exc.recipients)}")
+    if isinstance(exc, smtplib.SMTPResponseException):
+        code = exc.smtp_code
+        text = f"{code} {_text(exc.smtp_error)}"
+        outcome = Outcome.FAILED if 500 <= code < 600 else Outcome.DEFERRED
+        return Result(outcome, code, text)
+    if isinstance(exc, TimeoutError):
+        return Result(Outcome.DEFERRED, None, f"SMTP server timed out: {exc}")
+    if isinstance(exc, smtplib.SMTPServerDisconnected | OSError):
+        return Result(Outcome.DEFERRED, None, f"{type(exc).__name__}: {exc}")
+    return Result(Outcome.FAILED, None, f"unexpected error: {type(exc).__name__}: {exc}")
+
+
+def deliver(session: SmtpSession, message: Message) -> Result:
+    """Send one message and say what came of it; never raises for SMTP trouble."""
+    try:
+        data = message.as_bytes()
+        envelope = (sanitize_address(message.sender), list(sanitize_addresses(message.send_to)))
+    except Exception as exc:
+        return Result(Outcome.FAILED, None, f"cannot build message: {type(exc).__name__}: {exc}")
+    try:
+        host = session.host()
+    except Exception as exc:
+        # Whatever the server said, a failed connection is not this message's fault.
+        session.drop()
+        found = classify(exc)
+        return Result(Outcome.DEFERRED, found.code, f"cannot connect: {found.error}")
+    try:
+        refused = host.sendmail(envelope[0], envelope[1], data)
+    except smtplib.SMTPRecipientsRefused as exc:
+        return classify(exc)  # smtplib has reset the session; the connection is fine
+    except smtplib.SMTPResponseException as exc:
+        if exc.smtp_code == 421 or exc.smtp_code < 200:
+            session.drop()  # the server is closing, or the reply made no sense
+        return classify(exc)
+    except Exception as exc:
+        session.drop()
+        return classify(exc)
+    if refused:
+        return Result(Outcome.SENT, None, f"some recipients refused: {_refusals(refused)}")
+    return Result(Outcome.SENT)

@@ -1,0 +1,172 @@
+"""The worker: an APScheduler job that drains every due message, batch after batch."""
+
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from apscheduler.schedulers.blocking import BlockingScheduler
+from flask import Flask, current_app
+from sqlalchemy import select
+
+from . import queue, sender
+from .extensions import db
+from .models import Message, utcnow
+from .status import Outcome, Status
+
+log = logging.getLogger("outbox.worker")
+
+# How long a pass keeps trying when a claim comes back empty while due rows are
+# still waiting (another worker's claim is in flight or was just rolled back).
+EMPTY_CLAIM_PATIENCE = 2.0  # seconds
+
+
+def new_worker_id() -> str:
+    """host:pid:random, unique across hosts and restarts."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass
+class Tally:
+    sent: int = 0
+    deferred: int = 0
+    failed: int = 0
+    released: int = 0
+    lost: int = 0
+
+    def add(self, other: "Tally") -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    def __str__(self) -> str:
+        return f"sent {self.sent}, deferred {self.deferred}, failed {self.failed}"
+
+
+@dataclass
+class Worker:
+    """One worker's identity, settings and stop flag; drain() is a whole pass."""
+
+    worker_id: str = field(default_factory=new_worker_id)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def drain(self) -> Tally:
+        """Send every due message, then return what happened (app context needed)."""
+        config = current_app.config
+        tally = Tally(lost=queue.release_stale(config["LOCK_TIMEOUT"]))
+        idle_since: float | None = None
+        while not self.stop.is_set():
+            claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"])
+            if claims:
+                idle_since = None
+                tally.add(self.send_batch(claims))
+                continue
+            # An empty claim is not an empty queue: rows may sit under another
+            # worker's claim that is about to be rolled back.
+            if not queue.has_due():
+                break
+            idle_since = idle_since or time.monotonic()
+            if time.monotonic() - idle_since > EMPTY_CLAIM_PATIENCE:
+                break
+            time.sleep(0.05)
+        return tally
+
+    def send_batch(self, claims: list[queue.Claim]) -> Tally:
+        """Send claimed messages over one connection, recording each outcome as it comes."""
+        config = current_app.config
+        retry = queue.Retry(
+            config["RETRY_DELAY"], config["RETRY_BACKOFF"], config["RETRY_MAX_DELAY"]
+        )
+        tally, started = Tally(), time.monotonic()
+        renewed = started
+        rows = self._load(claims)
+        pending = deque(claims)
+        with sender.SmtpSession() as session:
+            while pending:
+                if self.stop.is_set():
+                    tally.released += queue.release(list(pending))
+                    break
+                if time.monotonic() - renewed > config["LOCK_TIMEOUT"] / 4:
+                    # Never send on a claim another worker may already have taken.
+                    held = queue.renew(list(pending), utcnow())
+                    pending = deque(c for c in pending if c.id in held)
+                    renewed = time.monotonic()
+                    continue
+                claim = pending.popleft()
+                self._send_one(session, claim, rows.pop(claim.id), retry, tally)
+        log.info(
+            "%s: batch of %d: %s, handed back %d in %.2fs",
+            self.worker_id, len(claims), tally, tally.released, time.monotonic() - started,
+        )  # fmt: skip
+        return tally
+
+    def _load(self, claims: list[queue.Claim]) -> dict[int, Message]:
+        stmt = select(Message).where(Message.id.in_([c.id for c in claims]))
+        rows = {row.id: row for row in db.session.execute(stmt).scalars()}
+        db.session.commit()
+        return rows
+
+    def _send_one(
+        self, session: sender.SmtpSession, claim: queue.Claim, row: Message,
+        retry: queue.Retry, tally: Tally,
+    ) -> None:  # fmt: skip
+        claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
+        try:
+            attachments = queue.read_attachments(row.id) if row.attachment_count else []
+            db.session.commit()
+            message = sender.build(row, attachments)
+        except sender.BuildError as exc:
+            queue.mark_failed(claim, utcnow(), None, str(exc))
+            tally.failed += 1
+            return
+        result = sender.deliver(session, message)
+        del message, attachments
+        now = utcnow()
+        if result.outcome is Outcome.SENT:
+            queue.mark_sent(claim, now, result.error)
+            tally.sent += 1
+        elif result.outcome is Outcome.FAILED:
+            queue.mark_failed(claim, now, result.code, result.error or "failed")
+            tally.failed += 1
+        elif (
+            queue.mark_deferred(claim, now, result.code, result.error or "", retry) is Status.FAILED
+        ):
+            tally.failed += 1
+        else:
+            tally.deferred += 1
+
+
+def run(app: Flask) -> None:
+    """Drain now and then every POLL_INTERVAL seconds until SIGTERM or SIGINT."""
+    worker = Worker()
+    busy = threading.Lock()
+    scheduler = BlockingScheduler(timezone="UTC")
+
+    def tick() -> None:
+        with busy, app.app_context():
+            try:
+                worker.drain()
+            finally:
+                db.session.remove()
+
+    def stop(signum: int, _frame: object) -> None:
+        log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
+        worker.stop.set()
+        scheduler.shutdown(wait=False)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    scheduler.add_job(
+        tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
+        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+    )  # fmt: skip
+    log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
+    scheduler.start()
+    with busy:  # let the message in hand finish and the rest be handed back
+        pass
+    log.info("%s: stopped", worker.worker_id)

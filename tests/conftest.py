@@ -1,0 +1,167 @@
+"""Fixtures: apps on SQLite, MariaDB and PostgreSQL, a real SMTP server, a message factory."""
+
+import os
+from collections.abc import Iterator
+from datetime import datetime
+
+import pytest
+import sqlalchemy as sa
+from flask import Flask
+from flask_migrate import upgrade
+
+from outbox import create_app, queue
+from outbox.drafts import Draft
+from outbox.extensions import db
+from outbox.models import Message
+
+from .smtpd import SmtpServer
+
+MARIADB_URL = os.environ.get(
+    "OUTBOX_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/outbox_test?charset=utf8mb4"
+)
+POSTGRES_URL = os.environ.get(
+    "OUTBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/outbox_test"
+)
+SERVER_URLS = {"mariadb": MARIADB_URL, "postgres": POSTGRES_URL}
+TABLES = ("attachment_chunks", "attachments", "attempts", "messages", "api_tokens")
+
+
+def _make_database(url: str) -> None:
+    """Create the test database on its server if it does not exist yet."""
+    target = sa.engine.make_url(url)
+    if target.get_backend_name() == "mysql":
+        admin = sa.create_engine(target.set(database=""))
+        with admin.connect() as conn:
+            conn.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {target.database}")
+    else:
+        admin = sa.create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+        with admin.connect() as conn:
+            found = conn.execute(
+                sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": target.database}
+            ).scalar()
+            if not found:
+                conn.exec_driver_sql(f"CREATE DATABASE {target.database}")
+    admin.dispose()
+
+
+_ready: dict[str, str | None] = {}
+
+
+def server_database(kind: str) -> str:
+    """The URL of a freshly migrated test database, or skip (fail under CI) if unreachable."""
+    if kind not in _ready:
+        url = SERVER_URLS[kind]
+        try:
+            _make_database(url)
+            engine = sa.create_engine(url)
+            with engine.begin() as conn:
+                for table in (*TABLES, "alembic_version"):
+                    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
+            engine.dispose()
+            _ready[kind] = None
+        except sa.exc.OperationalError as exc:
+            _ready[kind] = f"{kind} unreachable at {url}: {exc.orig}"
+        if _ready[kind] is None:
+            with create_app({"DATABASE_URL": url}).app_context():
+                upgrade()
+                db.engine.dispose()
+    problem = _ready[kind]
+    if problem:
+        if os.environ.get("CI") == "true":
+            pytest.fail(problem)
+        pytest.skip(problem)
+    return SERVER_URLS[kind]
+
+
+def _empty_tables() -> None:
+    for table in TABLES:
+        db.session.execute(sa.text(f"DELETE FROM {table}"))
+    db.session.commit()
+
+
+def base_config(url: str, **extra: object) -> dict[str, object]:
+    config: dict[str, object] = {
+        "TESTING": True,
+        "DATABASE_URL": url,
+        "SECRET_KEY": "test",
+        "MAIL_DEFAULT_SENDER": "outbox@example.com",
+        "MAIL_PORT": 1,
+        "SMTP_TIMEOUT": 5.0,
+        "RETRY_DELAY": 60.0,
+        "RETRY_BACKOFF": 2.0,
+        "MAX_ATTEMPTS": 3,
+    }
+    config.update(extra)
+    return config
+
+
+@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb),
+                        pytest.param("postgres", marks=pytest.mark.postgres)])  # fmt: skip
+def db_kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def database_url(db_kind: str, tmp_path) -> str:  # type: ignore[no-untyped-def]
+    if db_kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'outbox.sqlite3'}"
+    return server_database(db_kind)
+
+
+@pytest.fixture
+def app(database_url: str, tmp_path) -> Iterator[Flask]:  # type: ignore[no-untyped-def]
+    """An app on each database kind with an empty, migrated schema."""
+    app = create_app(base_config(database_url))
+    app.instance_path = str(tmp_path)
+    with app.app_context():
+        if database_url.startswith("sqlite"):
+            upgrade()
+        else:
+            _empty_tables()
+        yield app
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def client(app: Flask):  # type: ignore[no-untyped-def]
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app: Flask):  # type: ignore[no-untyped-def]
+    return app.test_cli_runner()
+
+
+@pytest.fixture
+def smtp() -> Iterator[SmtpServer]:
+    server = SmtpServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def smtp_app(app: Flask, smtp: SmtpServer) -> Flask:
+    """The app pointed at the recording SMTP server."""
+    app.config["MAIL_PORT"] = smtp.port
+    app.extensions["mail"].port = smtp.port
+    return app
+
+
+@pytest.fixture
+def make_message(app: Flask):  # type: ignore[no-untyped-def]
+    """Queue a message straight through queue.enqueue; keyword arguments override the draft."""
+
+    def make(now: datetime | None = None, max_attempts: int | None = None, **fields) -> Message:  # type: ignore[no-untyped-def]
+        values = {"from_addr": "outbox@example.com", "to": ["rcpt@example.com"],
+                  "subject": "Hello", "text": "Hello there"}  # fmt: skip
+        values.update(fields)
+        message, _ = queue.enqueue(
+            Draft(**values),
+            source="test",
+            max_attempts=max_attempts or app.config["MAX_ATTEMPTS"],
+            now=now,
+        )
+        return message
+
+    return make

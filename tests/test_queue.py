@@ -1,0 +1,167 @@
+"""Queue moves on SQLite, MariaDB and PostgreSQL: claim, outcomes, stale claims, resend."""
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from outbox import queue
+from outbox.extensions import db
+from outbox.models import Attempt, Message, utcnow
+from outbox.status import Status
+
+RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
+
+
+def fresh(message_id: int) -> Message:
+    db.session.expire_all()
+    return db.session.get(Message, message_id)
+
+
+def test_claim_takes_due_messages_by_priority_then_due_time(app, make_message):
+    now = utcnow()
+    low = make_message(priority=0, now=now - timedelta(seconds=30))
+    high = make_message(priority=5, now=now)
+    older_low = make_message(priority=0, now=now - timedelta(seconds=60))
+    later = make_message(send_after=now + timedelta(hours=1), now=now)
+    claims = queue.claim_batch("w1", 10, now=now)
+    assert [c.id for c in claims] == [high.id, older_low.id, low.id]
+    assert fresh(later.id).status == Status.QUEUED
+    row = fresh(high.id)
+    assert (row.status, row.locked_by) == (Status.SENDING, "w1")
+
+
+def test_claim_respects_the_limit_and_never_hands_out_a_row_twice(app, make_message):
+    ids = {make_message().id for _ in range(7)}
+    first = queue.claim_batch("w1", 4)
+    second = queue.claim_batch("w2", 4)
+    assert len(first) == 4 and len(second) == 3
+    assert {c.id for c in first} | {c.id for c in second} == ids
+    assert queue.claim_batch("w3", 4) == []
+    assert not queue.has_due()
+
+
+def test_mark_sent_records_the_attempt(app, make_message):
+    message = make_message()
+    (claim,) = queue.claim_batch("w1", 10)
+    assert queue.mark_sent(claim, utcnow())
+    row = fresh(message.id)
+    assert (row.status, row.attempts, row.locked_by) == (Status.SENT, 1, None)
+    assert row.sent_at is not None
+    attempt = db.session.query(Attempt).filter_by(message_pk=message.id).one()
+    assert (attempt.outcome, attempt.worker_id) == ("sent", "w1")
+
+
+def test_deferral_waits_the_backoff_delay_then_fails_when_attempts_run_out(app, make_message):
+    message = make_message(max_attempts=3)
+    now = utcnow()
+    waits = []
+    for _ in range(2):
+        (claim,) = queue.claim_batch("w1", 10, now=now)
+        assert queue.mark_deferred(claim, now, 451, "451 try later", RETRY) is Status.DEFERRED
+        row = fresh(message.id)
+        waits.append((row.next_attempt_at - now).total_seconds())
+        assert queue.claim_batch("w1", 10, now=now) == []  # not due yet
+        now = row.next_attempt_at
+    assert waits == [60, 120]
+    (claim,) = queue.claim_batch("w1", 10, now=now)
+    assert queue.mark_deferred(claim, now, 451, "451 try later", RETRY) is Status.FAILED
+    row = fresh(message.id)
+    assert (row.status, row.attempts) == (Status.FAILED, 3)
+    assert "gave up after 3 attempts" in row.last_error
+
+
+def test_outcome_is_refused_without_the_claim(app, make_message):
+    make_message()
+    (claim,) = queue.claim_batch("w1", 10)
+    thief = queue.Claim(claim.id, "w2", claim.attempts, claim.max_attempts, claim.started_at)
+    assert not queue.mark_sent(thief, utcnow())
+    assert fresh(claim.id).status == Status.SENDING
+    assert db.session.query(Attempt).count() == 0
+
+
+def test_stale_claims_are_taken_back_as_worker_lost(app, make_message):
+    then = utcnow() - timedelta(seconds=1000)
+    message = make_message(now=then)
+    (claim,) = queue.claim_batch("dead-worker", 10, now=then)
+    assert queue.release_stale(lock_timeout=900) == 1
+    row = fresh(message.id)
+    assert (row.status, row.attempts, row.locked_by) == (Status.DEFERRED, 1, None)
+    attempt = db.session.query(Attempt).one()
+    assert (attempt.outcome, attempt.worker_id) == ("worker lost", "dead-worker")
+    # The dead worker's late outcome no longer counts.
+    assert not queue.mark_sent(claim, utcnow())
+    assert [c.id for c in queue.claim_batch("w2", 10)] == [message.id]
+
+
+def test_fresh_claims_are_left_alone(app, make_message):
+    make_message()
+    queue.claim_batch("w1", 10)
+    assert queue.release_stale(lock_timeout=900) == 0
+
+
+def test_renew_reports_only_claims_still_held(app, make_message):
+    then = utcnow() - timedelta(seconds=1000)
+    a, b = make_message(now=then), make_message(now=then)
+    claims = queue.claim_batch("w1", 10, now=then)
+    queue.release_stale(lock_timeout=900)
+    queue.claim_batch("w2", 1)
+    assert queue.renew(claims, utcnow()) == set()
+    claims = queue.claim_batch("w1", 10)
+    assert queue.renew(claims, utcnow()) == {c.id for c in claims}
+    assert {a.id, b.id} >= {c.id for c in claims}
+
+
+def test_release_hands_back_unstarted_messages(app, make_message):
+    new, retried = make_message(), make_message()
+    now = utcnow()
+    claims = queue.claim_batch("w1", 10, now=now)
+    retry_claim = next(c for c in claims if c.id == retried.id)
+    queue.mark_deferred(retry_claim, now, 451, "later", queue.Retry(0, 1, 0))
+    (retry_claim,) = queue.claim_batch("w1", 10, now=utcnow())
+    claims = [c for c in claims if c.id == new.id] + [retry_claim]
+    assert queue.release(claims) == 2
+    assert fresh(new.id).status == Status.QUEUED
+    assert fresh(retried.id).status == Status.DEFERRED
+    assert fresh(new.id).locked_by is None
+
+
+def test_cancel_and_resend(app, make_message):
+    message = make_message(max_attempts=1)
+    queue.cancel(message.id)
+    assert fresh(message.id).status == Status.CANCELLED
+    with pytest.raises(queue.MoveRefused):
+        queue.cancel(message.id)
+    queue.resend(message.id, allowance=3)
+    row = fresh(message.id)
+    assert (row.status, row.max_attempts) == (Status.QUEUED, 3)
+    (claim,) = queue.claim_batch("w1", 10)
+    queue.mark_failed(claim, utcnow(), 550, "550 no such user")
+    queue.resend(message.id, allowance=3)
+    row = fresh(message.id)
+    assert (row.status, row.attempts, row.max_attempts) == (Status.QUEUED, 1, 4)
+    (claim,) = queue.claim_batch("w1", 10)
+    queue.mark_sent(claim, utcnow())
+    with pytest.raises(queue.MoveRefused):
+        queue.resend(message.id, allowance=3)
+    with pytest.raises(queue.MoveRefused):
+        queue.cancel(message.id)
+
+
+def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message):
+    from outbox.drafts import Upload
+    from outbox.models import CHUNK_BYTES, AttachmentChunk
+
+    big = bytes(range(256)) * (CHUNK_BYTES // 256 * 2 + 10)
+    message = make_message(attachments=[Upload("a.bin", "application/octet-stream", big),
+                                        Upload("b.txt", "text/plain", b"hi")])  # fmt: skip
+    assert db.session.query(AttachmentChunk).count() == 4
+    assert queue.read_attachments(message.id) == [
+        ("a.bin", "application/octet-stream", big),
+        ("b.txt", "text/plain", b"hi"),
+    ]
+
+
+def test_timestamps_keep_microseconds(app, make_message):
+    moment = datetime(2026, 3, 4, 5, 6, 7, 123456)
+    message = make_message(now=moment)
+    assert fresh(message.id).created_at == moment
