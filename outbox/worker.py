@@ -11,6 +11,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 from flask import Flask, current_app
 from sqlalchemy import select
@@ -141,18 +142,32 @@ class Worker:
             tally.deferred += 1
 
 
-def run(app: Flask) -> None:
-    """Drain now and then every POLL_INTERVAL seconds until SIGTERM or SIGINT."""
-    worker = Worker()
+def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
+    """Add the drain job; the returned lock is held while a pass runs."""
     busy = threading.Lock()
-    scheduler = BlockingScheduler(timezone="UTC")
 
     def tick() -> None:
         with busy, app.app_context():
             try:
                 worker.drain()
+            except Exception:
+                # A database or network outage ends this pass; the next tick retries.
+                log.exception("%s: drain pass failed", worker.worker_id)
             finally:
                 db.session.remove()
+
+    scheduler.add_job(
+        tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
+        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+    )  # fmt: skip
+    return busy
+
+
+def run(app: Flask) -> None:
+    """Drain now and then every POLL_INTERVAL seconds until SIGTERM or SIGINT."""
+    worker = Worker()
+    scheduler = BlockingScheduler(timezone="UTC")
+    busy = schedule(scheduler, app, worker)
 
     def stop(signum: int, _frame: object) -> None:
         log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
@@ -161,10 +176,6 @@ def run(app: Flask) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    scheduler.add_job(
-        tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
-        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
-    )  # fmt: skip
     log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
     scheduler.start()
     with busy:  # let the message in hand finish and the rest be handed back
