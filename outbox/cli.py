@@ -79,3 +79,7 @@ def _create_app() -> Flask:
 
 
 main = FlaskGroup(create_app=_create_app, help="outbox: a database-backed mail outbox.")
+
+
+if __name__ == "__main__":
+    main()

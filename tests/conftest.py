@@ -16,32 +16,38 @@ from outbox.models import Message
 
 from .smtpd import SmtpServer
 
+# Each test run gets databases of its own, dropped at the end, so that runs side by
+# side on one server do not drop each other's tables.
+TEST_DB = f"outbox_test_{os.getpid()}"
 MARIADB_URL = os.environ.get(
-    "OUTBOX_TEST_MARIADB_URL", "mysql+pymysql://root@127.0.0.1:3306/outbox_test?charset=utf8mb4"
+    "OUTBOX_TEST_MARIADB_URL", f"mysql+pymysql://root@127.0.0.1:3306/{TEST_DB}?charset=utf8mb4"
 )
 POSTGRES_URL = os.environ.get(
-    "OUTBOX_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/outbox_test"
+    "OUTBOX_TEST_POSTGRES_URL", f"postgresql+psycopg://postgres@127.0.0.1:5432/{TEST_DB}"
 )
 SERVER_URLS = {"mariadb": MARIADB_URL, "postgres": POSTGRES_URL}
 TABLES = ("attachment_chunks", "attachments", "attempts", "messages", "api_tokens")
 
 
-def _make_database(url: str) -> None:
-    """Create the test database on its server if it does not exist yet."""
+def _admin(url: str, statement: str) -> None:
+    """Run a CREATE or DROP DATABASE for the test database of url."""
     target = sa.engine.make_url(url)
     if target.get_backend_name() == "mysql":
         admin = sa.create_engine(target.set(database=""))
-        with admin.connect() as conn:
-            conn.exec_driver_sql(f"CREATE DATABASE IF NOT EXISTS {target.database}")
     else:
         admin = sa.create_engine(target.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    try:
         with admin.connect() as conn:
-            found = conn.execute(
-                sa.text("SELECT 1 FROM pg_database WHERE datname = :n"), {"n": target.database}
-            ).scalar()
-            if not found:
-                conn.exec_driver_sql(f"CREATE DATABASE {target.database}")
-    admin.dispose()
+            conn.exec_driver_sql(statement.format(name=target.database))
+            conn.commit()
+    finally:
+        admin.dispose()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for kind, problem in _ready.items():
+        if problem is None:
+            _admin(SERVER_URLS[kind], "DROP DATABASE IF EXISTS {name}")
 
 
 _ready: dict[str, str | None] = {}
@@ -52,12 +58,8 @@ def server_database(kind: str) -> str:
     if kind not in _ready:
         url = SERVER_URLS[kind]
         try:
-            _make_database(url)
-            engine = sa.create_engine(url)
-            with engine.begin() as conn:
-                for table in (*TABLES, "alembic_version"):
-                    conn.exec_driver_sql(f"DROP TABLE IF EXISTS {table}")
-            engine.dispose()
+            _admin(url, "DROP DATABASE IF EXISTS {name}")
+            _admin(url, "CREATE DATABASE {name}")
             _ready[kind] = None
         except sa.exc.OperationalError as exc:
             _ready[kind] = f"{kind} unreachable at {url}: {exc.orig}"
