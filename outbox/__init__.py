@@ -51,12 +51,25 @@ def _derive(app: Flask) -> None:
     config["DATABASE_URL"] = url
     config["SQLALCHEMY_DATABASE_URI"] = url
     config["SQLALCHEMY_ENGINE_OPTIONS"] = engine_options(url)
-    config["SECRET_KEY"] = config["SECRET_KEY"] or secrets.token_hex(32)
+    config["SECRET_KEY"] = config["SECRET_KEY"] or _stored_secret(Path(app.instance_path))
     # The worker always really sends; Flask-Mail would otherwise stay silent in tests.
     config["MAIL_SUPPRESS_SEND"] = False
     # Werkzeug answers 413 past these, before a view reads the body.
     config["MAX_CONTENT_LENGTH"] = config["MAX_MESSAGE_BYTES"]
     config["MAX_FORM_MEMORY_SIZE"] = config["MAX_MESSAGE_BYTES"]
+
+
+def _stored_secret(instance: Path) -> str:
+    """A random key kept in instance/secret_key, so sessions survive restarts."""
+    path = instance / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        key = secrets.token_hex(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(key)
+        return key
 
 
 def engine_options(url: str) -> dict[str, Any]:

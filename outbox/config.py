@@ -8,7 +8,7 @@ from typing import Any
 # environment or as <NAME> in instance/config.py.
 DEFAULTS: dict[str, Any] = {
     "DATABASE_URL": None,  # any SQLAlchemy URL; None means instance/outbox.sqlite3
-    "SECRET_KEY": None,  # str; None means a random key made at start (sessions end on restart)
+    "SECRET_KEY": None,  # str; None means a random key kept in instance/secret_key
     "MAIL_SERVER": "127.0.0.1",  # host name
     "MAIL_PORT": 25,  # TCP port
     "MAIL_USE_TLS": False,  # STARTTLS after connecting

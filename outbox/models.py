@@ -17,7 +17,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 
-from .extensions import db
+from .extensions import Base
 from .status import Status
 
 # SQLite only numbers rows by itself for a plain INTEGER primary key.
@@ -39,7 +39,7 @@ def utcnow() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-class Message(db.Model):
+class Message(Base):
     __tablename__ = "messages"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -94,7 +94,7 @@ Index(
 )
 
 
-class Attachment(db.Model):
+class Attachment(Base):
     __tablename__ = "attachments"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -108,7 +108,7 @@ class Attachment(db.Model):
     message: Mapped[Message] = relationship(back_populates="attachments")
 
 
-class AttachmentChunk(db.Model):
+class AttachmentChunk(Base):
     __tablename__ = "attachment_chunks"
 
     attachment_id: Mapped[int] = mapped_column(
@@ -118,7 +118,7 @@ class AttachmentChunk(db.Model):
     data: Mapped[bytes] = mapped_column(Blob)
 
 
-class Attempt(db.Model):
+class Attempt(Base):
     __tablename__ = "attempts"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
@@ -135,7 +135,7 @@ class Attempt(db.Model):
     message: Mapped[Message] = relationship(back_populates="attempt_log")
 
 
-class ApiToken(db.Model):
+class ApiToken(Base):
     __tablename__ = "api_tokens"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)

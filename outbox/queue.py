@@ -6,8 +6,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import make_msgid, parseaddr
+from typing import Any, cast
 
-from sqlalchemy import case, exists, select, update
+from sqlalchemy import CursorResult, Executable, Row, case, exists, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .drafts import Draft
@@ -42,6 +43,12 @@ class Retry:
     max_delay: float
 
 
+def _changed(stmt: Executable) -> int:
+    """Run an UPDATE and return how many rows it changed."""
+    result = db.session.execute(stmt.execution_options(synchronize_session=False))
+    return cast(CursorResult[Any], result).rowcount
+
+
 def _move(message_id: int, old: Iterable[Status], new: Status, **values: object) -> bool:
     """UPDATE one message from one of the old statuses to new; True if it moved."""
     olds = tuple(old)
@@ -50,9 +57,8 @@ def _move(message_id: int, old: Iterable[Status], new: Status, **values: object)
         update(Message)
         .where(Message.id == message_id, Message.status.in_(olds))
         .values(status=new.value, **values)
-        .execution_options(synchronize_session=False)
     )
-    return db.session.execute(stmt).rowcount == 1
+    return _changed(stmt) == 1
 
 
 def enqueue(
@@ -161,15 +167,11 @@ def _retryable(exc: DBAPIError) -> bool:
 def claim_batch(worker_id: str, limit: int, now: datetime | None = None) -> list[Claim]:
     """Mark up to limit due messages as sending by this worker, in one short transaction."""
     for attempt in range(CLAIM_TRIES):
-        now = now or utcnow()
+        moment = now or utcnow()
         try:
-            ids = _claim_ids(worker_id, limit, now)
-            rows = []
-            if ids:
-                stmt = select(Message.id, Message.attempts, Message.max_attempts).where(
-                    Message.id.in_(ids)
-                )
-                rows = db.session.execute(stmt).all()
+            ids = _claim_ids(worker_id, limit, moment)
+            known = select(Message.id, Message.attempts, Message.max_attempts)
+            rows = {r.id: r for r in db.session.execute(known.where(Message.id.in_(ids)))}
             db.session.commit()
         except DBAPIError as exc:
             db.session.rollback()
@@ -177,56 +179,51 @@ def claim_batch(worker_id: str, limit: int, now: datetime | None = None) -> list
                 raise
             time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
             continue
-        order = {id_: n for n, id_ in enumerate(ids)}
-        rows.sort(key=lambda r: order[r.id])
-        return [Claim(r.id, worker_id, r.attempts, r.max_attempts, now) for r in rows]
+        return [Claim(i, worker_id, rows[i].attempts, rows[i].max_attempts, moment) for i in ids]
     raise AssertionError("unreachable")
 
 
-def _claim_order(stmt):  # type: ignore[no-untyped-def]
-    return stmt.order_by(Message.priority.desc(), Message.next_attempt_at, Message.id)
+# Due rows go by priority, then due time, then id; ix_messages_claim has this order.
+CLAIM_ORDER = (Message.priority.desc(), Message.next_attempt_at, Message.id)
+
+
+def _by_claim_order(row: Row[int, int, datetime]) -> tuple[int, datetime, int]:
+    return (-row.priority, row.next_attempt_at, row.id)
 
 
 def _claim_ids(worker_id: str, limit: int, now: datetime) -> list[int]:
+    """Choose and mark the rows of one claim (inside the caller's transaction)."""
     claimable = [s.value for s in CLAIMABLE]
-    mark = dict(status=Status.SENDING.value, locked_by=worker_id, locked_at=now)
+    mark = {"status": Status.SENDING.value, "locked_by": worker_id, "locked_at": now}
+    columns = (Message.id, Message.priority, Message.next_attempt_at)
     if db.engine.dialect.name == "sqlite":
         # SQLite has no row locks; one UPDATE takes its write lock, so choosing
         # and marking the rows is a single atomic step.
         due = select(Message.id).where(
             Message.status.in_(claimable), Message.next_attempt_at <= now
         )
-        stmt = (
-            update(Message)
-            .where(Message.id.in_(_claim_order(due).limit(limit).scalar_subquery()))
-            .values(**mark)
-            .returning(Message.id, Message.priority, Message.next_attempt_at)
-            .execution_options(synchronize_session=False)
+        chosen = due.order_by(*CLAIM_ORDER).limit(limit).scalar_subquery()
+        returning = update(Message).where(Message.id.in_(chosen)).values(**mark)
+        found = db.session.execute(
+            returning.returning(*columns).execution_options(synchronize_session=False)
         )
-        rows = db.session.execute(stmt).all()
+        rows = sorted(found, key=_by_claim_order)
     else:
         # One locking read per status, each an ordered range of ix_messages_claim;
         # SKIP LOCKED lets workers take disjoint rows without waiting on each other.
-        rows = []
+        candidates: list[Row[int, int, datetime]] = []
         for status in claimable:
-            lane = select(Message.id, Message.priority, Message.next_attempt_at).where(
-                Message.status == status, Message.next_attempt_at <= now
-            )
-            lane = _claim_order(lane).limit(limit).with_for_update(skip_locked=True)
-            rows.extend(db.session.execute(lane).all())
-        rows.sort(key=lambda r: (-r.priority, r.next_attempt_at, r.id))
-        rows = rows[:limit]
+            lane = select(*columns).where(Message.status == status, Message.next_attempt_at <= now)
+            lane = lane.order_by(*CLAIM_ORDER).limit(limit).with_for_update(skip_locked=True)
+            candidates.extend(db.session.execute(lane))
+        rows = sorted(candidates, key=_by_claim_order)[:limit]
         if rows:
-            stmt = (
-                update(Message)
-                .where(Message.id.in_([r.id for r in rows]), Message.status.in_(claimable))
-                .values(**mark)
-                .execution_options(synchronize_session=False)
+            stmt = update(Message).where(
+                Message.id.in_([r.id for r in rows]), Message.status.in_(claimable)
             )
-            moved = db.session.execute(stmt).rowcount
+            moved = _changed(stmt.values(**mark))
             # The rows are locked by this transaction, so all of them must move.
             assert moved == len(rows), (moved, len(rows))
-    rows.sort(key=lambda r: (-r.priority, r.next_attempt_at, r.id))
     return [r.id for r in rows]
 
 
@@ -262,9 +259,8 @@ def _finish(
             last_error=error,
             **values,
         )
-        .execution_options(synchronize_session=False)
     )
-    moved = db.session.execute(stmt).rowcount == 1
+    moved = _changed(stmt) == 1
     if moved:
         db.session.add(
             Attempt(
@@ -311,10 +307,13 @@ def renew(claims: Sequence[Claim], now: datetime) -> set[int]:
         return set()
     worker_id = claims[0].worker_id
     ids = [c.id for c in claims]
-    held = (Message.id.in_(ids), Message.status == Status.SENDING.value)
-    held += (Message.locked_by == worker_id,)
+    held = (
+        Message.id.in_(ids),
+        Message.status == Status.SENDING.value,
+        Message.locked_by == worker_id,
+    )
     stmt = update(Message).where(*held).values(locked_at=now)
-    db.session.execute(stmt.execution_options(synchronize_session=False))
+    _changed(stmt)
     still = set(db.session.execute(select(Message.id).where(*held)).scalars())
     db.session.commit()
     return still
@@ -336,9 +335,8 @@ def release(claims: Sequence[Claim]) -> int:
             locked_by=None,
             locked_at=None,
         )
-        .execution_options(synchronize_session=False)
     )
-    count = db.session.execute(stmt).rowcount
+    count = _changed(stmt)
     db.session.commit()
     return count
 
