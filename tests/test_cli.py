@@ -1,0 +1,48 @@
+"""The outbox commands: schema upgrade, tokens."""
+
+import sqlalchemy as sa
+from flask_migrate import upgrade
+
+from outbox import tokens
+from outbox.extensions import db
+from outbox.models import ApiToken
+
+
+def test_db_upgrade_is_idempotent(app, runner):
+    result = runner.invoke(args=["db", "upgrade"])
+    assert result.exit_code == 0, result.output
+    upgrade()
+    tables = set(sa.inspect(db.engine).get_table_names())
+    assert {"messages", "attachments", "attachment_chunks", "attempts", "api_tokens"} <= tables
+
+
+def test_create_token_prints_it_last_and_stores_only_a_digest(app, runner):
+    result = runner.invoke(args=["create-token", "shop"])
+    assert result.exit_code == 0, result.output
+    token = result.output.strip().splitlines()[-1]
+    assert token.startswith("obx_") and len(token) > 40
+    row = db.session.execute(sa.select(ApiToken)).scalar_one()
+    assert row.token_hash == tokens.digest(token) and token not in row.token_hash
+    assert tokens.lookup(token).name == "shop"
+
+
+def test_a_live_token_name_cannot_be_reused(app, runner):
+    runner.invoke(args=["create-token", "shop"])
+    result = runner.invoke(args=["create-token", "shop"])
+    assert result.exit_code != 0
+    assert "revoke it first" in result.output
+
+
+def test_revoke_token_ends_it_and_frees_the_name(app, runner):
+    old = runner.invoke(args=["create-token", "shop"]).output.strip().splitlines()[-1]
+    result = runner.invoke(args=["revoke-token", "shop"])
+    assert result.exit_code == 0 and "revoked" in result.output
+    assert tokens.lookup(old) is None
+    new = runner.invoke(args=["create-token", "shop"]).output.strip().splitlines()[-1]
+    assert tokens.lookup(new).name == "shop" and tokens.lookup(old) is None
+
+
+def test_revoking_an_unknown_token_is_an_error(app, runner):
+    result = runner.invoke(args=["revoke-token", "nobody"])
+    assert result.exit_code != 0
+    assert "no live token named 'nobody'" in result.output

@@ -1,0 +1,57 @@
+"""Configuration layers: defaults, instance/config.py, OUTBOX_* variables, test mapping."""
+
+import pytest
+
+from outbox import config, create_app
+
+
+def test_environment_values_are_typed():
+    found = config.from_environ(
+        {
+            "OUTBOX_MAIL_PORT": "2525",
+            "OUTBOX_MAIL_USE_TLS": "yes",
+            "OUTBOX_RETRY_BACKOFF": "1.5",
+            "OUTBOX_MAIL_SERVER": "smtp.internal",
+            "UNRELATED": "x",
+        }  # fmt: skip
+    )
+    assert found == {
+        "MAIL_PORT": 2525,
+        "MAIL_USE_TLS": True,
+        "RETRY_BACKOFF": 1.5,
+        "MAIL_SERVER": "smtp.internal",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "raw"), [("OUTBOX_MAIL_PORT", "twenty"), ("OUTBOX_MAIL_USE_SSL", "maybe")]
+)
+def test_bad_environment_values_name_the_variable(name, raw):
+    with pytest.raises(ValueError, match=name):
+        config.from_environ({name: raw})
+
+
+def test_layers_apply_in_order(tmp_path, monkeypatch):
+    (tmp_path / "config.py").write_text("POLL_INTERVAL = 7\nBATCH_SIZE = 11\nMAX_ATTEMPTS = 4\n")
+    monkeypatch.setenv("OUTBOX_INSTANCE_PATH", str(tmp_path))
+    monkeypatch.setenv("OUTBOX_BATCH_SIZE", "12")
+    app = create_app({"MAX_ATTEMPTS": 5})
+    assert app.config["POLL_INTERVAL"] == 7  # instance/config.py over the default
+    assert app.config["BATCH_SIZE"] == 12  # environment over instance/config.py
+    assert app.config["MAX_ATTEMPTS"] == 5  # test mapping over everything
+    assert app.config["RETRY_DELAY"] == config.DEFAULTS["RETRY_DELAY"]
+    assert app.config["DATABASE_URL"] == f"sqlite:///{tmp_path / 'outbox.sqlite3'}"
+
+
+def test_secret_key_is_made_once_and_kept(tmp_path, monkeypatch):
+    monkeypatch.setenv("OUTBOX_INSTANCE_PATH", str(tmp_path))
+    first = create_app().config["SECRET_KEY"]
+    assert len(first) == 64
+    assert create_app().config["SECRET_KEY"] == first
+    assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
+
+
+def test_a_lock_timeout_shorter_than_a_slow_send_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("OUTBOX_INSTANCE_PATH", str(tmp_path))
+    with pytest.raises(ValueError, match="LOCK_TIMEOUT"):
+        create_app({"SMTP_TIMEOUT": 30, "LOCK_TIMEOUT": 60})
