@@ -4,12 +4,12 @@ import re
 from datetime import datetime
 from typing import Any
 
-from flask import Blueprint, Response, current_app, g, jsonify, request, url_for
+from flask import Blueprint, Response, abort, current_app, g, jsonify, request, url_for
 from sqlalchemy.exc import DBAPIError
 from werkzeug.exceptions import HTTPException
 
 from . import queue, tokens
-from .drafts import DraftError, build_draft, check_upload
+from .drafts import Draft, DraftError, Upload, build_draft, check_upload
 from .extensions import db
 from .models import Message
 
@@ -43,9 +43,9 @@ def message_json(message: Message) -> dict[str, Any]:
     }
 
 
-def _error(status: int, message: str, **extra: Any) -> Response:
+def _error(code: int, message: str, **extra: Any) -> Response:
     response = jsonify(error=message, **extra)
-    response.status_code = status
+    response.status_code = code
     return response
 
 
@@ -94,14 +94,30 @@ def _request_fields() -> dict[str, Any]:
     return fields
 
 
-def _uploads() -> list[Any]:
-    uploads = []
+def _uploads() -> tuple[list[Upload], dict[str, str]]:
+    """The checked files of a multipart body, and what is wrong with them."""
+    uploads: list[Upload] = []
+    errors: dict[str, str] = {}
     for item in request.files.getlist("attachments"):
         try:
             uploads.append(check_upload(item.filename or "", item.mimetype, item.read()))
         except ValueError as exc:
-            raise DraftError({"attachments": str(exc)}) from None
-    return uploads
+            errors["attachments"] = str(exc)
+    return uploads, errors
+
+
+def _draft(default_sender: str | None) -> Draft:
+    """The request's message, with every bad field and upload named in one DraftError."""
+    fields = _request_fields()
+    uploads, errors = _uploads()
+    try:
+        draft = build_draft(fields, default_sender)
+    except DraftError as exc:
+        raise DraftError({**exc.errors, **errors}) from None
+    if errors:
+        raise DraftError(errors)
+    draft.attachments.extend(uploads)
+    return draft
 
 
 @bp.post("/messages")
@@ -112,9 +128,7 @@ def create_message() -> Response:
         return _error(400, "Idempotency-Key must be 1 to 255 printable ASCII characters")
     config = current_app.config
     try:
-        fields = _request_fields()
-        draft = build_draft(fields, config["MAIL_DEFAULT_SENDER"])
-        draft.attachments.extend(_uploads())
+        draft = _draft(config["MAIL_DEFAULT_SENDER"])
     except DraftError as exc:
         status = 400 if "body" in exc.errors else 422
         return _error(status, "the message was not queued", errors=exc.errors)
@@ -138,7 +152,12 @@ def create_message() -> Response:
 
 
 def _find(message_pk: int) -> Message:
-    return db.get_or_404(Message, message_pk, description=f"no message {message_pk}")
+    # Ids are 64-bit: asked for a larger one, PostgreSQL and SQLite raise an error
+    # instead of finding nothing.
+    found = db.session.get(Message, message_pk) if message_pk < 2**63 else None
+    if found is None:
+        abort(404, description=f"no message {message_pk}")
+    return found
 
 
 @bp.get("/messages/<int:message_pk>")

@@ -20,7 +20,10 @@ RESERVED_HEADERS = {
     "mime-version", "content-type", "content-transfer-encoding", "sender",
 }  # fmt: skip
 HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")  # RFC 5322 field-name: printable, no colon
-MIME_TYPE = re.compile(r"^[\w.+-]+/[\w.+-]+$")
+MIME_TYPE = re.compile(r"^[\w.+-]{1,127}/[\w.+-]{1,127}$")  # RFC 6838: 127 characters each
+# The longest header line RFC 5322 allows, and the width of the subject, from and
+# reply-to columns.
+LINE_CHARS = 998
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
 
 
@@ -148,7 +151,10 @@ def _send_after(value: Any) -> datetime | None:
     except ValueError:
         raise ValueError(f"{value!r} is not an ISO 8601 date and time") from None
     if moment.tzinfo is not None:
-        moment = moment.astimezone(UTC).replace(tzinfo=None)
+        try:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:
+            raise ValueError(f"{value!r} is out of range in UTC") from None
     return moment
 
 
@@ -233,6 +239,9 @@ def build_draft(fields: Mapping[str, Any], default_sender: str | None) -> Draft:
 
     if "subject" in values and (problem := _no_line_breaks(values["subject"])):
         errors["subject"] = problem
+    for key, name in (("subject", "subject"), ("from", "from_addr"), ("reply_to", "reply_to")):
+        if len(values.get(name) or "") > LINE_CHARS and key not in errors:
+            errors[key] = f"must be at most {LINE_CHARS} characters"
     if "to" in values and not values["to"]:
         errors["to"] = "at least one recipient is required"
     if "text" in values and "html" in values and not (values["text"] or values["html"]):
