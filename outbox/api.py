@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, g, jsonify, request, url_for
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from . import queue, tokens
@@ -57,8 +57,10 @@ def http_error(exc: HTTPException) -> Response:
     return response
 
 
-@bp.errorhandler(DBAPIError)
+@bp.errorhandler(OperationalError)
+@bp.errorhandler(InterfaceError)
 def database_down(exc: DBAPIError) -> Response:
+    """The database cannot be reached; anything else from it is a bug and stays a 500."""
     db.session.rollback()
     current_app.logger.warning("database unavailable: %s", exc.orig)
     response = _error(503, "the database is unavailable; nothing was stored, try again")

@@ -9,7 +9,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.utils import formataddr, getaddresses
+from email.headerregistry import Address
+from email.utils import getaddresses
 from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
@@ -97,7 +98,8 @@ def parse_addresses(values: Iterable[str]) -> list[str]:
                 checked = validate_email(addr, check_deliverability=False)
             except EmailNotValidError as exc:
                 raise ValueError(f"{addr!r} is not a valid address: {exc}") from None
-            found.append(formataddr((name, checked.normalized)))
+            # Kept readable (not RFC 2047-encoded); Flask-Mail encodes names on sending.
+            found.append(str(Address(display_name=name, addr_spec=checked.normalized)))
     return found
 
 

@@ -31,6 +31,8 @@ LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 # comes near MySQL's max_allowed_packet (16 MiB by default) and no read holds more
 # than a chunk of it at a time besides the message being built.
 CHUNK_BYTES = 1024 * 1024
+# Identifiers compared exactly: MySQL's default collation would fold case.
+Key = String(255).with_variant(mysql.VARCHAR(255, collation="utf8mb4_bin"), "mysql", "mariadb")
 Blob = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
 
 
@@ -43,11 +45,11 @@ class Message(Base):
     __tablename__ = "messages"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    message_id: Mapped[str] = mapped_column(String(255), unique=True)
+    message_id: Mapped[str] = mapped_column(Key, unique=True)
     from_addr: Mapped[str] = mapped_column(String(998))
-    to_addrs: Mapped[str] = mapped_column(Text)
-    cc_addrs: Mapped[str] = mapped_column(Text, default="")
-    bcc_addrs: Mapped[str] = mapped_column(Text, default="")
+    to_addrs: Mapped[str] = mapped_column(LongText)
+    cc_addrs: Mapped[str] = mapped_column(LongText, default="")
+    bcc_addrs: Mapped[str] = mapped_column(LongText, default="")
     reply_to: Mapped[str | None] = mapped_column(String(998))
     subject: Mapped[str] = mapped_column(String(998), default="")
     text_body: Mapped[str | None] = mapped_column(LongText)
@@ -65,8 +67,8 @@ class Message(Base):
     locked_at: Mapped[datetime | None] = mapped_column(Timestamp)
     sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
-    source: Mapped[str] = mapped_column(String(255), default="")
-    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    source: Mapped[str] = mapped_column(Key, default="")
+    idempotency_key: Mapped[str | None] = mapped_column(Key)
     request_hash: Mapped[str | None] = mapped_column(String(64))
     attachment_count: Mapped[int] = mapped_column(Integer, default=0)
 
@@ -139,7 +141,7 @@ class ApiToken(Base):
     __tablename__ = "api_tokens"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
+    name: Mapped[str] = mapped_column(Key, unique=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)

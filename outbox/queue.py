@@ -75,7 +75,9 @@ def enqueue(
     used by this source, the earlier message comes back instead.
     """
     now = now or utcnow()
-    domain = parseaddr(draft.from_addr)[1].rpartition("@")[2] or "outbox.invalid"
+    domain = parseaddr(draft.from_addr)[1].rpartition("@")[2]
+    if not domain or len(domain) > 200:  # keep the Message-ID within its column
+        domain = "outbox.invalid"
     due = max(draft.send_after, now) if draft.send_after else now
     message = Message(
         # Fixed here and sent on every attempt, so a receiver can tell a retry
@@ -107,6 +109,9 @@ def enqueue(
         db.session.flush()
         for upload in draft.attachments:
             _store_attachment(message.id, upload.filename, upload.content_type, upload.data)
+        # Detached, the message keeps what it holds instead of being expired by the
+        # commit, so answering about it needs no further trip to the database.
+        db.session.expunge(message)
         db.session.commit()
     except IntegrityError:
         db.session.rollback()

@@ -21,7 +21,13 @@ def upgrade():
     op.create_table(
         "api_tokens",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("name", sa.String(length=100), nullable=False),
+        sa.Column(
+            "name",
+            sa.String(length=255)
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mariadb")
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mysql"),
+            nullable=False,
+        ),
         sa.Column("token_hash", sa.String(length=64), nullable=False),
         sa.Column(
             "created_at",
@@ -44,11 +50,35 @@ def upgrade():
     op.create_table(
         "messages",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
-        sa.Column("message_id", sa.String(length=255), nullable=False),
+        sa.Column(
+            "message_id",
+            sa.String(length=255)
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mariadb")
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mysql"),
+            nullable=False,
+        ),
         sa.Column("from_addr", sa.String(length=998), nullable=False),
-        sa.Column("to_addrs", sa.Text(), nullable=False),
-        sa.Column("cc_addrs", sa.Text(), nullable=False),
-        sa.Column("bcc_addrs", sa.Text(), nullable=False),
+        sa.Column(
+            "to_addrs",
+            sa.Text()
+            .with_variant(mysql.LONGTEXT(), "mariadb")
+            .with_variant(mysql.LONGTEXT(), "mysql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "cc_addrs",
+            sa.Text()
+            .with_variant(mysql.LONGTEXT(), "mariadb")
+            .with_variant(mysql.LONGTEXT(), "mysql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "bcc_addrs",
+            sa.Text()
+            .with_variant(mysql.LONGTEXT(), "mariadb")
+            .with_variant(mysql.LONGTEXT(), "mysql"),
+            nullable=False,
+        ),
         sa.Column("reply_to", sa.String(length=998), nullable=True),
         sa.Column("subject", sa.String(length=998), nullable=False),
         sa.Column(
@@ -114,8 +144,20 @@ def upgrade():
             .with_variant(mysql.DATETIME(fsp=6), "mysql"),
             nullable=False,
         ),
-        sa.Column("source", sa.String(length=255), nullable=False),
-        sa.Column("idempotency_key", sa.String(length=255), nullable=True),
+        sa.Column(
+            "source",
+            sa.String(length=255)
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mariadb")
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mysql"),
+            nullable=False,
+        ),
+        sa.Column(
+            "idempotency_key",
+            sa.String(length=255)
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mariadb")
+            .with_variant(mysql.VARCHAR(collation="utf8mb4_bin", length=255), "mysql"),
+            nullable=True,
+        ),
         sa.Column("request_hash", sa.String(length=64), nullable=True),
         sa.Column("attachment_count", sa.Integer(), nullable=False),
         sa.PrimaryKeyConstraint("id"),
