@@ -37,9 +37,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     mail.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS)
 
-    from . import api, cli
+    from . import api, cli, web
 
     app.register_blueprint(api.bp)
+    web.init_app(app)
     cli.register(app)
     return app
 

@@ -6,7 +6,7 @@ import click
 from flask import Flask, current_app
 from flask.cli import FlaskGroup
 
-from . import tokens, worker
+from . import accounts, tokens, worker
 
 
 def _logging() -> None:
@@ -49,6 +49,30 @@ def revoke_token_command(name: str) -> None:
     click.echo(f"revoked {name!r}")
 
 
+@click.command("create-user")
+@click.argument("email")
+@click.password_option(help="The password; asked for when not given.")
+def create_user_command(email: str, password: str) -> None:
+    """Make a staff account that can sign in to the web pages."""
+    try:
+        accounts.create_user(email, password)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"created {email}")
+
+
+@click.command("set-password")
+@click.argument("email")
+@click.password_option(help="The new password; asked for when not given.")
+def set_password_command(email: str, password: str) -> None:
+    """Give a staff account a new password; its open sessions end."""
+    try:
+        accounts.set_password(email, password)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"password changed for {email}")
+
+
 @click.command("demo")
 @click.option("--port", default=5000, show_default=True, help="Web port on 127.0.0.1.")
 @click.option("--smtp-port", default=8025, show_default=True, help="Port of the demo SMTP server.")
@@ -67,6 +91,8 @@ def register(app: Flask) -> None:
         send_queued_command,
         create_token_command,
         revoke_token_command,
+        create_user_command,
+        set_password_command,
         demo_command,
     ):
         app.cli.add_command(command)

@@ -25,9 +25,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ATTEMPTS": 10,  # attempts before a message fails for good
     "LOCK_TIMEOUT": 900.0,  # seconds after which a claim counts as abandoned
     "MAX_MESSAGE_BYTES": 25 * 1024 * 1024,  # bytes, the largest request or message
+    "TRUST_PROXY": False,  # behind one reverse proxy: trust its X-Forwarded-For/-Proto
 }
 
-_BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL"}
+_BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT"}

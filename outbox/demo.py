@@ -3,6 +3,7 @@
 import itertools
 import logging
 import os
+import secrets
 import time
 from pathlib import Path
 
@@ -12,10 +13,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from flask_migrate import upgrade
 from werkzeug.serving import run_simple
 
-from . import create_app, tokens, worker
+from . import accounts, create_app, tokens, worker
 
 log = logging.getLogger("outbox.demo")
 DEMO_SENDER = "outbox@demo.example"
+DEMO_USER = "staff@demo.example"
 
 
 class EmlSink:
@@ -40,6 +42,16 @@ def _fresh_token() -> str:
     return tokens.create("demo")
 
 
+def _fresh_user() -> str:
+    """The demo's staff account, with a new password each start."""
+    password = secrets.token_urlsafe(9)
+    if accounts.find(DEMO_USER) is None:
+        accounts.create_user(DEMO_USER, password)
+    else:
+        accounts.set_password(DEMO_USER, password)
+    return password
+
+
 def run(port: int, smtp_port: int) -> None:
     """Start everything and serve until Ctrl-C."""
     overrides = {
@@ -58,6 +70,7 @@ def run(port: int, smtp_port: int) -> None:
     with app.app_context():
         upgrade()
         token = _fresh_token()
+        password = _fresh_user()
 
     folder = Path(app.instance_path) / "mail"
     sink = Controller(EmlSink(folder), hostname="127.0.0.1", port=smtp_port)
@@ -75,6 +88,7 @@ outbox demo
   database     {app.config["DATABASE_URL"]}
   SMTP server  127.0.0.1:{smtp_port}, mail kept in {folder}
   worker       polls every {app.config["POLL_INTERVAL"]:g}s
+  sign in as   {DEMO_USER} / {password}
   API token    {token}
 
 Queue a message:

@@ -2,6 +2,7 @@
 
 from datetime import UTC, datetime
 
+from flask_login import UserMixin
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -145,3 +146,45 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+# Per-status listing newest first, the oldest waiting message, and capped counts.
+Index("ix_messages_status_id", Message.status, Message.id)
+Index("ix_attempts_finished", Attempt.finished_at)
+
+
+class User(UserMixin, Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    email: Mapped[str] = mapped_column(Key, unique=True)
+    password_hash: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    last_sign_in_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+    def get_id(self) -> str:
+        """The session's user id, bound to the password: a new password ends old sessions."""
+        return f"{self.id}.{self.password_hash[-12:]}"
+
+
+class SignInFailure(Base):
+    __tablename__ = "sign_in_failures"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    remote_addr: Mapped[str] = mapped_column(String(64))
+    failed_at: Mapped[datetime] = mapped_column(Timestamp)
+
+    __table_args__ = (Index("ix_sign_in_failures_addr", "remote_addr", "failed_at"),)
+
+
+class WorkerBeat(Base):
+    """The last heartbeat of each worker process, written once per tick."""
+
+    __tablename__ = "workers"
+
+    worker_id: Mapped[str] = mapped_column(Key, primary_key=True)
+    host: Mapped[str] = mapped_column(String(255))
+    pid: Mapped[int] = mapped_column(Integer)
+    started_at: Mapped[datetime] = mapped_column(Timestamp)
+    last_seen_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
+    sent: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -5,13 +5,14 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from email.utils import make_msgid, parseaddr
+from email.headerregistry import Address
+from email.utils import getaddresses, make_msgid, parseaddr
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, Executable, Row, case, exists, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from .drafts import Draft
+from .drafts import Draft, Upload
 from .extensions import db
 from .models import CHUNK_BYTES, Attachment, AttachmentChunk, Attempt, Message, utcnow
 from .status import CLAIMABLE, Outcome, Status, can_move, next_attempt_at, sources
@@ -393,3 +394,55 @@ def resend(message_id: int, allowance: int, now: datetime | None = None) -> None
     db.session.commit()
     if not moved:
         raise MoveRefused(f"message {message_id} is not failed or cancelled")
+
+
+def send_now(message_id: int, now: datetime | None = None) -> None:
+    """Make a deferred message due at once instead of at its next attempt time."""
+    moment = now or utcnow()
+    stmt = update(Message).where(Message.id == message_id, Message.status == Status.DEFERRED.value)
+    moved = _changed(stmt.values(next_attempt_at=moment)) == 1
+    db.session.commit()
+    if not moved:
+        raise MoveRefused(f"message {message_id} is not deferred")
+
+
+def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
+    """Queue every failed message again; return how many."""
+    stmt = (
+        update(Message)
+        .where(Message.status == Status.FAILED.value)
+        .values(
+            status=Status.QUEUED.value,
+            next_attempt_at=now or utcnow(),
+            max_attempts=Message.attempts + allowance,
+        )
+    )
+    count = _changed(stmt)
+    db.session.commit()
+    return count
+
+
+def send_again(message_id: int, source: str, max_attempts: int) -> Message:
+    """A new queued message with the content and attachments of a sent one."""
+    old = db.session.get(Message, message_id)
+    if old is None or old.status != Status.SENT.value:
+        raise MoveRefused(f"message {message_id} is not sent")
+    draft = Draft(
+        from_addr=old.from_addr,
+        to=_split(old.to_addrs),
+        cc=_split(old.cc_addrs),
+        bcc=_split(old.bcc_addrs),
+        reply_to=old.reply_to,
+        subject=old.subject,
+        text=old.text_body,
+        html=old.html_body,
+        headers=dict(old.headers or {}),
+        priority=old.priority,
+        attachments=[Upload(*found) for found in read_attachments(message_id)],
+    )
+    return enqueue(draft, source=source, max_attempts=max_attempts)[0]
+
+
+def _split(addresses: str) -> list[str]:
+    """A stored address list back into its addresses."""
+    return [str(Address(display_name=n, addr_spec=a)) for n, a in getaddresses([addresses]) if a]

@@ -16,7 +16,7 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from flask import Flask, current_app
 from sqlalchemy import select
 
-from . import queue, sender
+from . import heartbeats, queue, sender
 from .extensions import db
 from .models import Message, utcnow
 from .status import Outcome, Status
@@ -55,17 +55,21 @@ class Worker:
 
     worker_id: str = field(default_factory=new_worker_id)
     stop: threading.Event = field(default_factory=threading.Event)
+    started_at: datetime = field(default_factory=utcnow)
 
     def drain(self) -> Tally:
         """Send every due message, then return what happened (app context needed)."""
         config = current_app.config
+        heartbeats.beat(self.worker_id, self.started_at, 0)
         tally = Tally(lost=queue.release_stale(config["LOCK_TIMEOUT"]))
         idle_since: float | None = None
         while not self.stop.is_set():
             claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"])
             if claims:
                 idle_since = None
-                tally.add(self.send_batch(claims))
+                batch = self.send_batch(claims)
+                heartbeats.beat(self.worker_id, self.started_at, batch.sent)
+                tally.add(batch)
                 continue
             # An empty claim is not an empty queue: rows may sit under another
             # worker's claim that is about to be rolled back.

@@ -1,0 +1,43 @@
+"""Worker heartbeats: each worker says it is alive once per tick."""
+
+import os
+import socket
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+
+from .extensions import db
+from .models import WorkerBeat, utcnow
+
+
+def beat(worker_id: str, started_at: datetime, sent: int, now: datetime | None = None) -> None:
+    """Record that the worker is alive and has sent `sent` more messages since its last beat."""
+    now = now or utcnow()
+    stmt = (
+        update(WorkerBeat)
+        .where(WorkerBeat.worker_id == worker_id)
+        .values(last_seen_at=now, sent=WorkerBeat.sent + sent)
+    )
+    if db.session.execute(stmt).rowcount == 0:  # type: ignore[attr-defined]
+        db.session.add(
+            WorkerBeat(
+                worker_id=worker_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                started_at=started_at,
+                last_seen_at=now,
+                sent=sent,
+            )
+        )
+    db.session.commit()
+
+
+def seen_since(moment: datetime) -> list[WorkerBeat]:
+    """Workers whose last beat came after moment, most recent first."""
+    stmt = select(WorkerBeat).where(WorkerBeat.last_seen_at >= moment)
+    return list(db.session.execute(stmt.order_by(WorkerBeat.last_seen_at.desc())).scalars())
+
+
+def recent(now: datetime | None = None) -> list[WorkerBeat]:
+    """Workers seen within the last day."""
+    return seen_since((now or utcnow()) - timedelta(days=1))

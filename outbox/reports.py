@@ -1,0 +1,135 @@
+"""Read-only queries behind the staff pages, each bounded whatever the table's size."""
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import func, literal_column, or_, select
+from sqlalchemy.orm import load_only
+
+from .extensions import db
+from .models import Attempt, Message, utcnow
+from .status import CLAIMABLE, Outcome, Status
+
+PAGE_SIZE = 50
+# Counting stops here: an exact count of a million sent rows costs more than the
+# page is allowed to take, and "10,000+" tells staff all they need.
+COUNT_CAP = 10_000
+IN_FLIGHT = {Status.QUEUED.value, Status.SENDING.value, Status.DEFERRED.value}
+LIST_COLUMNS = (
+    Message.id, Message.created_at, Message.to_addrs, Message.subject, Message.status,
+    Message.attempts, Message.last_retry, Message.next_attempt_at, Message.last_error,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Count:
+    value: int
+    capped: bool
+
+    def __str__(self) -> str:
+        return f"{self.value:,}+" if self.capped else f"{self.value:,}"
+
+
+def count(status: str | None, cap: int = COUNT_CAP) -> Count:
+    """Messages in a status (all if None), counted up to cap."""
+    rows = select(Message.id)
+    if status is not None:
+        rows = rows.where(Message.status == status)
+    found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
+    value = found.scalar_one()
+    return Count(min(value, cap), value > cap)
+
+
+def counts(cap: int = COUNT_CAP) -> dict[str, Count]:
+    """Capped counts for every status and for all messages (key "all")."""
+    found = {"all": count(None, cap)}
+    found.update({status.value: count(status.value, cap) for status in Status})
+    return found
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Message]
+    next_before: int | None
+
+    @property
+    def in_flight(self) -> bool:
+        return any(row.status in IN_FLIGHT for row in self.rows)
+
+
+def page(status: str | None, search: str | None, before: int | None) -> Page:
+    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET)."""
+    stmt = select(Message).options(load_only(*LIST_COLUMNS))
+    if status is not None:
+        stmt = stmt.where(Message.status == status)
+    if before is not None:
+        stmt = stmt.where(Message.id < before)
+    if search:
+        stmt = stmt.where(
+            or_(
+                Message.to_addrs.icontains(search, autoescape=True),
+                Message.subject.icontains(search, autoescape=True),
+            )
+        )
+    rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(PAGE_SIZE + 1)).scalars())
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    return Page(rows, rows[-1].id if more else None)
+
+
+def oldest_waiting() -> datetime | None:
+    """When the oldest queued or deferred message was created."""
+    found = []
+    for status in CLAIMABLE:
+        first = select(Message.created_at).where(Message.status == status.value)
+        moment = db.session.execute(first.order_by(Message.id).limit(1)).scalar()
+        if moment is not None:
+            found.append(moment)
+    return min(found, default=None)
+
+
+def latest_failures(limit: int = 10) -> list[Message]:
+    """The most recent failed messages."""
+    stmt = (
+        select(Message)
+        .options(load_only(*LIST_COLUMNS))
+        .where(Message.status == Status.FAILED.value)
+    )
+    return list(db.session.execute(stmt.order_by(Message.id.desc()).limit(limit)).scalars())
+
+
+def _hour(column: Any) -> Any:
+    dialect = db.engine.dialect.name
+    if dialect == "postgresql":
+        return func.date_trunc("hour", column)
+    if dialect in ("mysql", "mariadb"):
+        return func.date_format(column, literal_column("'%Y-%m-%d %H:00:00'"))
+    return func.strftime("%Y-%m-%d %H:00:00", column)
+
+
+@dataclass(frozen=True)
+class Hour:
+    start: datetime
+    sent: int
+    failed: int
+
+
+def hourly(now: datetime | None = None) -> list[Hour]:
+    """Attempts that sent or failed a message, per hour over the last 24 hours."""
+    now = (now or utcnow()).replace(minute=0, second=0, microsecond=0)
+    since = now - timedelta(hours=23)
+    bucket = _hour(Attempt.finished_at)
+    stmt = (
+        select(bucket, Attempt.outcome, func.count())
+        .where(Attempt.finished_at >= since)
+        .where(Attempt.outcome.in_([Outcome.SENT.value, Outcome.FAILED.value]))
+        .group_by(bucket, Attempt.outcome)
+    )
+    found: dict[tuple[datetime, str], int] = {}
+    for start, outcome, number in db.session.execute(stmt):
+        if isinstance(start, str):
+            start = datetime.fromisoformat(start)
+        found[(start.replace(tzinfo=None), outcome)] = number
+    hours = [since + timedelta(hours=n) for n in range(24)]
+    return [Hour(h, found.get((h, "sent"), 0), found.get((h, "failed"), 0)) for h in hours]

@@ -1,0 +1,47 @@
+"""Signing staff in and out."""
+
+from urllib.parse import urlsplit
+
+from flask import Blueprint, redirect, render_template, request, url_for
+from flask_login import login_user, logout_user
+from werkzeug.wrappers import Response
+
+from .. import accounts
+from .forms import SignInForm
+
+bp = Blueprint("auth", __name__)
+
+
+def _safe_next(target: str | None) -> str:
+    """Only redirect within this site after signing in."""
+    if not target:
+        return url_for("dashboard.index")
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/"):
+        return url_for("dashboard.index")
+    return target
+
+
+@bp.route("/sign-in", methods=["GET", "POST"])
+def sign_in() -> str | Response | tuple[str, int]:
+    form = SignInForm()
+    if not form.validate_on_submit():
+        return render_template("auth/sign_in.html", form=form)
+    try:
+        user = accounts.sign_in(form.email.data or "", form.password.data or "",
+                                request.remote_addr or "unknown")  # fmt: skip
+    except accounts.TooManyFailures as exc:
+        form.form_errors.append(f"Too many failed sign-ins from your address; {exc}.")
+        page = render_template("auth/sign_in.html", form=form)
+        return page, 429
+    if user is None:
+        form.form_errors.append("Wrong email or password.")
+        return render_template("auth/sign_in.html", form=form), 401
+    login_user(user)
+    return redirect(_safe_next(request.args.get("next")))
+
+
+@bp.post("/sign-out")
+def sign_out() -> Response:
+    logout_user()
+    return redirect(url_for("auth.sign_in"))

@@ -1,0 +1,218 @@
+"""The outbox pages: the list, one message, composing, and the buttons that act on them."""
+
+from collections.abc import Iterator
+from typing import Any
+
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    stream_with_context,
+    url_for,
+)
+from flask_login import current_user, login_required
+from sqlalchemy import select
+
+from .. import queue, reports
+from ..drafts import DraftError, build_draft, check_upload
+from ..extensions import db
+from ..models import Attachment, AttachmentChunk, Attempt, Message
+from ..status import Status
+from .forms import ActionForm, ComposeForm, ResendAllForm
+
+bp = Blueprint("messages", __name__, url_prefix="/messages")
+bp.before_request(login_required(lambda: None))
+
+TABS = ["all", *(status.value for status in Status)]
+# What the HTML body of a message may do inside its iframe: show itself, nothing more.
+BODY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
+def fragment(template: str, status: int = 200, **context: Any) -> Response:
+    """A partial page for htmx; 286 tells htmx to stop polling once nothing is in flight."""
+    response = Response(render_template(template, **context), status=status)
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+def _wants_fragment() -> bool:
+    return bool(request.headers.get("HX-Request")) and not request.headers.get("HX-Boosted")
+
+
+@bp.get("")
+def index() -> Response | str:
+    status = request.args.get("status", "all")
+    if status not in TABS:
+        abort(404)
+    search = request.args.get("q", "").strip() or None
+    before = request.args.get("before", type=int)
+    page = reports.page(None if status == "all" else status, search, before)
+    context = dict(page=page, status=status, search=search, before=before)
+    if _wants_fragment():
+        return fragment("messages/_rows.html", 200 if page.in_flight else 286, **context)
+    response = Response(render_template("messages/index.html", counts=reports.counts(),
+                                        tabs=TABS, **context))  # fmt: skip
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+def _message(message_pk: int) -> Message:
+    found = db.session.get(Message, message_pk) if message_pk < 2**63 else None
+    if found is None:
+        abort(404)
+    return found
+
+
+def _state(message: Message) -> dict[str, Any]:
+    attempts = select(Attempt).where(Attempt.message_pk == message.id).order_by(Attempt.id)
+    return dict(message=message, attempts=list(db.session.execute(attempts).scalars()),
+                form=ActionForm(), in_flight=message.status in reports.IN_FLIGHT)  # fmt: skip
+
+
+@bp.get("/<int:message_pk>")
+def show(message_pk: int) -> Response | str:
+    message = _message(message_pk)
+    state = _state(message)
+    if _wants_fragment():
+        return fragment("messages/_state.html", 200 if state["in_flight"] else 286, **state)
+    attachments = select(Attachment).where(Attachment.message_pk == message.id)
+    response = Response(render_template(
+        "messages/show.html",
+        attachments=list(db.session.execute(attachments.order_by(Attachment.id)).scalars()),
+        **state,
+    ))  # fmt: skip
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+@bp.get("/<int:message_pk>/body.html")
+def html_body(message_pk: int) -> Response:
+    """The HTML body alone, for the sandboxed iframe on the message page."""
+    message = _message(message_pk)
+    response = Response(message.html_body or "", mimetype="text/html")
+    response.headers["Content-Security-Policy"] = BODY_POLICY
+    return response
+
+
+@bp.get("/<int:message_pk>/attachments/<int:attachment_id>")
+def download(message_pk: int, attachment_id: int) -> Response:
+    """One attachment, streamed chunk by chunk, always as a download."""
+    attachment = db.session.get(Attachment, attachment_id)
+    if attachment is None or attachment.message_pk != message_pk:
+        abort(404)
+    chunk_ids = select(AttachmentChunk.seq).where(AttachmentChunk.attachment_id == attachment_id)
+    seqs = list(db.session.execute(chunk_ids.order_by(AttachmentChunk.seq)).scalars())
+
+    def chunks() -> Iterator[bytes]:
+        for seq in seqs:
+            yield db.session.get_one(AttachmentChunk, (attachment_id, seq)).data
+            db.session.expunge_all()
+
+    response = Response(stream_with_context(chunks()), mimetype="application/octet-stream")
+    response.headers["Content-Length"] = str(attachment.size)
+    response.headers.set("Content-Disposition", "attachment", filename=attachment.filename)
+    return response
+
+
+def _acted(message_pk: int) -> Response | str:
+    """After a button: the new state for htmx, or back to the page without JavaScript."""
+    if _wants_fragment():
+        message = _message(message_pk)
+        db.session.refresh(message)
+        if request.args.get("view") == "row":  # a row of the dashboard's failure list
+            return fragment("_failure_row.html", m=message, form=ActionForm())
+        return fragment("messages/_state.html", **_state(message))
+    return redirect(url_for("messages.show", message_pk=message_pk))
+
+
+def _act(message_pk: int, move: Any) -> Response | str:
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    _message(message_pk)
+    try:
+        move()
+    except queue.MoveRefused as exc:
+        abort(409, description=str(exc))
+    return _acted(message_pk)
+
+
+@bp.post("/<int:message_pk>/resend")
+def resend(message_pk: int) -> Response | str:
+    allowance = current_app.config["MAX_ATTEMPTS"]
+    return _act(message_pk, lambda: queue.resend(message_pk, allowance))
+
+
+@bp.post("/<int:message_pk>/cancel")
+def cancel(message_pk: int) -> Response | str:
+    return _act(message_pk, lambda: queue.cancel(message_pk))
+
+
+@bp.post("/<int:message_pk>/send-now")
+def send_now(message_pk: int) -> Response | str:
+    return _act(message_pk, lambda: queue.send_now(message_pk))
+
+
+@bp.post("/<int:message_pk>/send-again")
+def send_again(message_pk: int) -> Response:
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    _message(message_pk)
+    source = f"web:{current_user.email}"
+    try:
+        new = queue.send_again(message_pk, source, current_app.config["MAX_ATTEMPTS"])
+    except queue.MoveRefused as exc:
+        abort(409, description=str(exc))
+    target = url_for("messages.show", message_pk=new.id)
+    if _wants_fragment():
+        return Response(status=204, headers={"HX-Redirect": target})
+    return redirect(target)
+
+
+@bp.post("/resend-failed")
+def resend_failed() -> Response:
+    """Queue every failed message again, once the confirmation box is ticked."""
+    form = ResendAllForm()
+    if not form.validate_on_submit():
+        return redirect(url_for("dashboard.index", confirm="needed"))
+    count = queue.resend_all_failed(current_app.config["MAX_ATTEMPTS"])
+    return redirect(url_for("dashboard.index", requeued=count))
+
+
+@bp.route("/new", methods=["GET", "POST"])
+def compose() -> Response | str | tuple[str, int]:
+    form = ComposeForm()
+    if request.method == "GET":
+        form.sender.data = current_app.config["MAIL_DEFAULT_SENDER"] or ""
+    if not form.validate_on_submit():
+        status = 422 if request.method == "POST" else 200
+        return render_template("messages/new.html", form=form), status
+    try:
+        draft = build_draft(_draft_fields(form), current_app.config["MAIL_DEFAULT_SENDER"])
+        for upload in request.files.getlist(form.attachments.name):
+            if upload.filename:
+                draft.attachments.append(check_upload(upload.filename, upload.mimetype,
+                                                      upload.read()))  # fmt: skip
+        limit = current_app.config["MAX_MESSAGE_BYTES"]
+        if draft.size() > limit:
+            raise DraftError({"attachments": f"bodies and attachments exceed {limit:,} bytes"})
+    except (DraftError, ValueError) as exc:
+        errors = exc.errors if isinstance(exc, DraftError) else {"attachments": str(exc)}
+        for name, problem in errors.items():
+            field = getattr(form, ComposeForm.DRAFT_NAMES.get(name, name), form.to)
+            field.errors = [*field.errors, problem]
+        return render_template("messages/new.html", form=form), 422
+    message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
+                               max_attempts=current_app.config["MAX_ATTEMPTS"])  # fmt: skip
+    return redirect(url_for("messages.show", message_pk=message.id))
+
+
+def _draft_fields(form: ComposeForm) -> dict[str, Any]:
+    fields = {name: getattr(form, name).data for name in
+              ("to", "cc", "bcc", "reply_to", "subject", "text", "html", "priority")}  # fmt: skip
+    fields["from"] = form.sender.data
+    fields["send_after"] = form.send_after.data
+    return fields
