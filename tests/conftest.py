@@ -167,3 +167,21 @@ def make_message(app: Flask):  # type: ignore[no-untyped-def]
         return message
 
     return make
+
+
+@pytest.fixture
+def staff(app: Flask):  # type: ignore[no-untyped-def]
+    """A staff account: staff@example.com / correct horse."""
+    from outbox import accounts
+
+    return accounts.create_user("staff@example.com", "correct horse")
+
+
+@pytest.fixture
+def signed_in(app: Flask, staff):  # type: ignore[no-untyped-def]
+    """A test client whose session belongs to the staff account."""
+    client = app.test_client()
+    with client.session_transaction() as session:
+        session["_user_id"] = staff.get_id()
+        session["_fresh"] = True
+    return client
