@@ -2,7 +2,7 @@
 
 import smtplib
 from dataclasses import dataclass
-from email.utils import getaddresses
+from email.utils import getaddresses, parseaddr
 
 from flask import current_app
 from flask_mail import Attachment, Connection, Message, sanitize_address, sanitize_addresses
@@ -24,13 +24,28 @@ class Result:
     error: str | None = None
 
 
-def _addresses(column: str) -> list[str]:
-    return [f"{name} <{addr}>" if name else addr for name, addr in getaddresses([column])]
+def _addresses(column: str) -> list[str | tuple[str, str]]:
+    # Pairs, not "name <addr>" text: Flask-Mail reads text again with parseaddr,
+    # which cuts an unquoted name holding a comma in two.
+    return [(name, addr) for name, addr in getaddresses([column]) if addr]
+
+
+def _breaks_line(texts: list[object]) -> bool:
+    return any("\r" in str(text) or "\n" in str(text) for text in texts)
 
 
 def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> Message:
     """The Flask-Mail message for a stored row, with the row's fixed Message-ID."""
     try:
+        headers = dict(row.headers or {})
+        # Checked as stored: Flask-Mail's has_bad_headers() looks at neither Cc nor
+        # the extra headers, and getaddresses reads "Bcc:" after a line break as
+        # more addresses.
+        stored = [row.subject, row.from_addr, row.reply_to, row.to_addrs, row.cc_addrs]
+        if _breaks_line([*stored, row.bcc_addrs, *headers, *headers.values()]):
+            raise BuildError("a header holds a line break")
+        if not parseaddr(row.from_addr)[1]:
+            raise BuildError(f"no sender address in {row.from_addr!r}")
         message = Message(
             subject=row.subject,
             recipients=_addresses(row.to_addrs),
@@ -40,12 +55,10 @@ def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> Message:
             reply_to=row.reply_to,
             body=row.text_body if row.text_body is not None else "",
             html=row.html_body,
-            extra_headers=dict(row.headers or {}),
+            extra_headers=headers,
             attachments=[Attachment(n, t, d) for n, t, d in attachments],
         )
         message.msgId = row.message_id
-        if message.has_bad_headers():
-            raise BuildError("a header holds a line break")
     except BuildError:
         raise
     except Exception as exc:
@@ -94,6 +107,16 @@ class SmtpSession:
         if self.connection is not None and self.connection.host is not None:
             self.connection.host.close()
         self.connection = None
+
+    def reset(self) -> None:
+        """End the mail transaction in progress, or drop the connection if that fails."""
+        if self.connection is not None and self.connection.host is not None:
+            try:
+                code, _ = self.connection.host.rset()
+            except (smtplib.SMTPException, OSError):
+                code = 0
+            if code != 250:
+                self.drop()
 
     def close(self) -> None:
         """Say goodbye to the server if it is still listening."""
@@ -156,10 +179,14 @@ def deliver(session: SmtpSession, message: Message) -> Result:
     try:
         refused = host.sendmail(envelope[0], envelope[1], data)
     except smtplib.SMTPRecipientsRefused as exc:
-        return classify(exc)  # smtplib has reset the session; the connection is fine
+        if any(code == 421 for code, _ in exc.recipients.values()):
+            session.drop()  # smtplib has closed the connection
+        return classify(exc)  # otherwise smtplib has reset the session
     except smtplib.SMTPResponseException as exc:
         if exc.smtp_code == 421 or exc.smtp_code < 200:
             session.drop()  # the server is closing, or the reply made no sense
+        else:
+            session.reset()  # smtplib sends no RSET when the DATA command is refused
         return classify(exc)
     except Exception as exc:
         session.drop()

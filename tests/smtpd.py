@@ -3,10 +3,13 @@
 import socket
 import threading
 import time
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes
 
 from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP
 
 
 def free_port() -> int:
@@ -28,15 +31,28 @@ class Received:
 
 @dataclass
 class Recorder:
-    """aiosmtpd handler; set rcpt_replies, data_reply or delay to make it misbehave."""
+    """aiosmtpd handler; set the replies, delay or on_data to make it misbehave.
+
+    data_replies answer one message each, in turn, before data_reply (None: accept)
+    answers the rest; data_command_replies likewise refuse the DATA command itself,
+    before any data is sent, as Postfix's smtpd_data_restrictions do.
+    """
 
     received: list[Received] = field(default_factory=list)
+    refused: list[Received] = field(default_factory=list)  # data answered with an error
     rcpt_replies: dict[str, str] = field(default_factory=dict)
     data_reply: str | None = None
-    delay: float = 0.0
+    data_replies: deque[str] = field(default_factory=deque)
+    data_command_replies: deque[str] = field(default_factory=deque)
+    delay: float = 0.0  # seconds before answering each message's data
+    rcpt_delay: float = 0.0  # seconds before answering each RCPT
+    on_data: Callable[[], object] | None = None  # called as each message's data arrives
+    connections: int = 0  # sessions that said EHLO
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802
+        if self.rcpt_delay:
+            time.sleep(self.rcpt_delay)
         reply = self.rcpt_replies.get(address)
         if reply:
             return reply
@@ -44,19 +60,47 @@ class Recorder:
         return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):  # noqa: N802
+        if self.on_data:
+            self.on_data()
         if self.delay:
             time.sleep(self.delay)  # block the loop: a slow server, one mail at a time
-        if self.data_reply:
-            return self.data_reply
+        mail = Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content)
         with self.lock:
-            self.received.append(
-                Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content)
-            )
-        return "250 OK queued"
+            reply = self.data_replies.popleft() if self.data_replies else self.data_reply
+            (self.refused if reply else self.received).append(mail)
+        return reply or "250 OK queued"
+
+    def greeted(self) -> None:
+        with self.lock:
+            self.connections += 1
+
+    def data_command_reply(self) -> str | None:
+        with self.lock:
+            return self.data_command_replies.popleft() if self.data_command_replies else None
 
     def message_ids(self) -> list[str]:
         with self.lock:
             return [r.message_id for r in self.received]
+
+
+class RecordingSMTP(SMTP):
+    """aiosmtpd's protocol, telling the recorder about each EHLO and DATA command."""
+
+    async def smtp_EHLO(self, hostname: str) -> None:  # noqa: N802
+        self.event_handler.greeted()
+        await super().smtp_EHLO(hostname)
+
+    async def smtp_DATA(self, arg: str) -> None:  # noqa: N802
+        reply = self.event_handler.data_command_reply()
+        if reply:
+            await self.push(reply)
+            return
+        await super().smtp_DATA(arg)
+
+
+class RecordingController(Controller):
+    def factory(self) -> SMTP:
+        return RecordingSMTP(self.handler, **self.SMTP_kwargs)
 
 
 class SmtpServer:
@@ -65,7 +109,7 @@ class SmtpServer:
     def __init__(self) -> None:
         self.recorder = Recorder()
         self.port = free_port()
-        self.controller = Controller(self.recorder, hostname="127.0.0.1", port=self.port)
+        self.controller = RecordingController(self.recorder, hostname="127.0.0.1", port=self.port)
 
     def start(self) -> "SmtpServer":
         self.controller.start()
@@ -77,3 +121,40 @@ class SmtpServer:
     @property
     def received(self) -> list[Received]:
         return self.recorder.received
+
+
+class SilentServer:
+    """A loopback port whose server accepts connections and never says a word.
+
+    After hang_up_after seconds it hangs up and stops listening, so a client
+    without a timeout fails its test rather than holding it forever.
+    """
+
+    def __init__(self, hang_up_after: float = 10.0) -> None:
+        self.hang_up_after = hang_up_after
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.port: int = self.listener.getsockname()[1]
+        self.accepted: list[socket.socket] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+
+    def _serve(self) -> None:
+        deadline = time.monotonic() + self.hang_up_after
+        while not self.done.is_set() and time.monotonic() < deadline:
+            try:
+                conn, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            self.accepted.append(conn)
+        for conn in self.accepted:
+            conn.close()
+        self.listener.close()  # refuse later connections too
+
+    def __enter__(self) -> "SilentServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()

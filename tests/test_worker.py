@@ -1,0 +1,259 @@
+"""The worker against a real SMTP server: batches, retries, refusals, stops and lost claims."""
+
+import time
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import update
+
+from outbox import queue
+from outbox.extensions import db
+from outbox.models import Attempt, Message, utcnow
+from outbox.status import Status
+from outbox.worker import Tally, Worker
+
+from .smtpd import SilentServer, free_port
+from .test_queue import fresh
+
+
+def attempts_of(message_id: int) -> list[Attempt]:
+    return db.session.query(Attempt).filter_by(message_pk=message_id).order_by(Attempt.id).all()
+
+
+def store(message_id: int, old: Status, **values: object) -> None:
+    """Write straight into one row, guarded by the status it must be in."""
+    stmt = update(Message).where(Message.id == message_id, Message.status == old.value)
+    assert db.session.execute(stmt.values(**values)).rowcount == 1
+    db.session.commit()
+
+
+def make_due(message_id: int) -> None:
+    """Let a deferred message's wait run out now."""
+    store(message_id, Status.DEFERRED, next_attempt_at=utcnow())
+
+
+def point_at(app, port: int) -> None:  # type: ignore[no-untyped-def]
+    app.config["MAIL_PORT"] = app.extensions["mail"].port = port
+
+
+def test_a_drain_sends_each_due_message_once_over_one_connection_a_batch(
+    smtp_app, smtp, make_message
+):
+    smtp_app.config["BATCH_SIZE"] = 2
+    due = [make_message() for _ in range(5)]
+    later = make_message(send_after=utcnow() + timedelta(hours=1))
+    before = utcnow()
+    assert Worker().drain() == Tally(sent=5)
+    assert sorted(smtp.recorder.message_ids()) == sorted(m.message_id for m in due)
+    assert smtp.recorder.connections == 3
+    for message in due:
+        row = fresh(message.id)
+        assert (row.status, row.attempts, row.locked_by) == (Status.SENT, 1, None)
+        assert before <= row.sent_at <= utcnow()
+        (attempt,) = attempts_of(message.id)
+        assert (attempt.outcome, attempt.smtp_code, attempt.error) == ("sent", None, None)
+    assert fresh(later.id).status == Status.QUEUED
+    assert Worker().drain() == Tally()
+    assert len(smtp.received) == 5
+
+
+def test_a_retry_sends_the_same_message_id(smtp_app, smtp, make_message):
+    smtp.recorder.data_replies.append("451 4.3.0 try again later")
+    message = make_message()
+    before = utcnow()
+    assert Worker().drain() == Tally(deferred=1)
+    row = fresh(message.id)
+    assert (row.status, row.attempts, row.locked_by) == (Status.DEFERRED, 1, None)
+    assert before <= row.last_retry <= utcnow()
+    assert row.next_attempt_at == row.last_retry + timedelta(seconds=60)
+    (attempt,) = attempts_of(message.id)
+    assert (attempt.outcome, attempt.smtp_code) == ("deferred", 451)
+    assert attempt.error == row.last_error == "451 4.3.0 try again later"
+    assert Worker().drain() == Tally()  # not due yet
+
+    make_due(message.id)
+    assert Worker().drain() == Tally(sent=1)
+    ((refused,), (sent,)) = smtp.recorder.refused, smtp.received
+    assert refused.message_id == sent.message_id == row.message_id
+    assert [a.outcome for a in attempts_of(message.id)] == ["deferred", "sent"]
+    row = fresh(message.id)
+    assert (row.status, row.attempts) == (Status.SENT, 2)
+
+
+def test_deferrals_back_off_then_fail_when_attempts_run_out(smtp_app, smtp, make_message):
+    smtp_app.config.update(RETRY_DELAY=10, RETRY_BACKOFF=3, RETRY_MAX_DELAY=100)
+    smtp.recorder.data_reply = "451 4.3.0 try again later"
+    message = make_message(max_attempts=5)
+    waits = []
+    for _ in range(4):
+        assert Worker().drain() == Tally(deferred=1)
+        row = fresh(message.id)
+        waits.append((row.next_attempt_at - row.last_retry).total_seconds())
+        make_due(message.id)
+    assert waits == [10, 30, 90, 100]
+    assert Worker().drain() == Tally(failed=1)
+    row = fresh(message.id)
+    assert (row.status, row.attempts) == (Status.FAILED, 5)
+    assert row.last_error == "451 4.3.0 try again later (gave up after 5 attempts)"
+    assert [a.outcome for a in attempts_of(message.id)] == ["deferred"] * 4 + ["failed"]
+    assert [r.message_id for r in smtp.recorder.refused] == [row.message_id] * 5
+
+
+def test_a_550_to_data_fails_at_once_and_is_never_retried(smtp_app, smtp, make_message):
+    smtp_app.config["RETRY_DELAY"] = 0  # a deferral would be due again at once
+    smtp.recorder.data_replies.append("550 5.7.1 message refused")
+    message = make_message()
+    assert Worker().drain() == Tally(failed=1)
+    assert Worker().drain() == Tally()
+    row = fresh(message.id)
+    assert (row.status, row.attempts, row.last_error) == (
+        Status.FAILED, 1, "550 5.7.1 message refused",
+    )  # fmt: skip
+    (attempt,) = attempts_of(message.id)
+    assert (attempt.outcome, attempt.smtp_code) == ("failed", 550)
+    assert (len(smtp.recorder.refused), smtp.received) == (1, [])
+
+
+def test_a_refused_recipient_is_noted_and_the_others_get_the_message(smtp_app, smtp, make_message):
+    smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    message = make_message(to=["rcpt@example.com", "gone@example.com"])
+    assert Worker().drain() == Tally(sent=1)
+    (received,) = smtp.received
+    assert received.rcpt_tos == ["rcpt@example.com"]
+    row = fresh(message.id)
+    assert row.status == Status.SENT
+    assert "gone@example.com: 550 5.1.1 no such user" in row.last_error
+    (attempt,) = attempts_of(message.id)
+    assert (attempt.outcome, attempt.error) == ("sent", row.last_error)
+
+
+def test_an_unreachable_server_defers_every_claimed_message(app, make_message):
+    point_at(app, free_port())
+    messages = [make_message() for _ in range(3)]
+    assert Worker().drain() == Tally(deferred=3)
+    for message in messages:
+        row = fresh(message.id)
+        assert (row.status, row.attempts, row.locked_by) == (Status.DEFERRED, 1, None)
+        assert row.last_error.startswith("cannot connect: ConnectionRefusedError")
+        (attempt,) = attempts_of(message.id)
+        assert (attempt.outcome, attempt.smtp_code) == ("deferred", None)
+
+
+def test_a_silent_server_times_out_and_leaves_no_claim(app, make_message):
+    app.config.update(SMTP_TIMEOUT=1.0, LOCK_TIMEOUT=4.0)
+    messages = [make_message(), make_message()]
+    with SilentServer() as silent:
+        point_at(app, silent.port)
+        started = time.monotonic()
+        tally = Worker().drain()
+        elapsed = time.monotonic() - started
+    assert tally == Tally(deferred=2)
+    assert 2 <= elapsed < 4
+    assert len(silent.accepted) == 2
+    for message in messages:
+        row = fresh(message.id)
+        assert (row.status, row.locked_by, row.locked_at) == (Status.DEFERRED, None, None)
+        assert "timed out" in row.last_error
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "error"),
+    [
+        ("headers", ["X-Campaign", "spring"], "cannot build message: ValueError"),
+        ("headers", {"X-Count": 5}, "cannot build message: AttributeError"),
+        ("from_addr", "<>", "no sender address"),
+    ],
+)
+def test_a_poison_message_fails_alone_and_its_batch_goes_out(
+    smtp_app, smtp, make_message, column, value, error
+):
+    first, poison, last = make_message(), make_message(), make_message()
+    store(poison.id, Status.QUEUED, **{column: value})
+    assert Worker().drain() == Tally(sent=2, failed=1)
+    row = fresh(poison.id)
+    assert (row.status, row.attempts) == (Status.FAILED, 1)
+    assert error in row.last_error
+    (attempt,) = attempts_of(poison.id)
+    assert (attempt.outcome, attempt.error) == ("failed", row.last_error)
+    assert smtp.recorder.message_ids() == [first.message_id, last.message_id]
+    assert smtp.recorder.connections == 1
+
+
+def test_a_stop_during_a_batch_hands_back_the_messages_not_started(smtp_app, smtp, make_message):
+    worker = Worker()
+    smtp.recorder.on_data = worker.stop.set
+    messages = [make_message() for _ in range(4)]
+    assert worker.drain() == Tally(sent=1, released=3)
+    assert smtp.recorder.message_ids() == [messages[0].message_id]
+    assert fresh(messages[0].id).status == Status.SENT
+    for message in messages[1:]:
+        row = fresh(message.id)
+        assert (row.status, row.attempts, row.locked_by) == (Status.QUEUED, 0, None)
+        assert attempts_of(message.id) == []
+
+
+def test_a_stop_before_a_batch_hands_all_of_it_back(smtp_app, smtp, make_message):
+    messages = [make_message() for _ in range(3)]
+    worker = Worker()
+    claims = queue.claim_batch(worker.worker_id, 10)
+    worker.stop.set()
+    assert worker.send_batch(claims) == Tally(released=3)
+    assert worker.drain() == Tally()
+    for message in messages:
+        assert (fresh(message.id).status, attempts_of(message.id)) == (Status.QUEUED, [])
+    assert (smtp.recorder.connections, smtp.received) == (0, [])
+
+
+def test_a_dead_workers_claim_is_taken_back_and_delivered(smtp_app, smtp, make_message):
+    old = utcnow() - timedelta(seconds=smtp_app.config["LOCK_TIMEOUT"] + 60)
+    abandoned = make_message(now=old)
+    queue.claim_batch("dead-worker", 10, now=old)
+    busy = make_message()
+    queue.claim_batch("live-worker", 10)
+    worker = Worker()
+    assert worker.drain() == Tally(sent=1, lost=1)
+    row = fresh(abandoned.id)
+    assert (row.status, row.attempts, row.locked_by) == (Status.SENT, 2, None)
+    lost, sent = attempts_of(abandoned.id)
+    assert (lost.outcome, lost.worker_id) == ("worker lost", "dead-worker")
+    assert lost.error.startswith("worker lost: claim by dead-worker expired")
+    assert (sent.outcome, sent.worker_id) == ("sent", worker.worker_id)
+    assert smtp.recorder.message_ids() == [row.message_id]
+    row = fresh(busy.id)
+    assert (row.status, row.locked_by) == (Status.SENDING, "live-worker")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="worker renews claims only between messages, so a long send loses its claim",
+)
+def test_a_slow_send_keeps_its_claim_until_its_outcome_is_recorded(smtp_app, smtp, make_message):
+    # Every reply comes well inside SMTP_TIMEOUT and LOCK_TIMEOUT is the 4 x
+    # SMTP_TIMEOUT config.check asks for, but eight slow RCPTs outlast the claim.
+    smtp_app.config.update(SMTP_TIMEOUT=0.4, LOCK_TIMEOUT=1.6)
+    smtp.recorder.rcpt_delay = 0.25
+    taken_back = []
+
+    def another_worker_starts() -> None:  # a drain begins with release_stale
+        if not taken_back:
+            with smtp_app.app_context():
+                taken_back.append(queue.release_stale(smtp_app.config["LOCK_TIMEOUT"]))
+
+    smtp.recorder.on_data = another_worker_starts
+    message = make_message(to=[f"r{n}@example.com" for n in range(8)], max_attempts=1)
+    Worker().drain()
+    assert taken_back == [0]
+    row = fresh(message.id)
+    assert (row.status, row.attempts, len(smtp.received)) == (Status.SENT, 1, 1)
+
+
+def test_send_queued_prints_what_happened(smtp_app, smtp, runner, make_message):
+    smtp.recorder.rcpt_replies.update(
+        {"later@example.com": "451 4.2.1 try later", "gone@example.com": "550 5.1.1 no such user"}
+    )
+    for to in ("a@example.com", "b@example.com", "later@example.com", "gone@example.com"):
+        make_message(to=[to])
+    result = runner.invoke(args=["send-queued"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "sent 2, deferred 1, failed 1\n"
+    assert len(smtp.received) == 2
