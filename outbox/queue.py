@@ -295,16 +295,19 @@ def mark_failed(claim: Claim, now: datetime, code: int | None, error: str) -> bo
 
 def mark_deferred(
     claim: Claim, now: datetime, code: int | None, error: str, retry: Retry
-) -> Status:
-    """A transient failure: try again later, or fail if the attempts are used up."""
+) -> Status | None:
+    """A transient failure: try again later, or fail if the attempts are used up.
+
+    Returns the new status, or None if the claim was no longer this worker's.
+    """
     attempts = claim.attempts + 1
     if attempts >= claim.max_attempts:
         error = f"{error} (gave up after {attempts} attempts)"
-        mark_failed(claim, now, code, error)
-        return Status.FAILED
+        return Status.FAILED if mark_failed(claim, now, code, error) else None
     when = next_attempt_at(attempts, now, retry.delay, retry.backoff, retry.max_delay)
-    _finish(claim, Status.DEFERRED, Outcome.DEFERRED, now, {"next_attempt_at": when}, code, error)
-    return Status.DEFERRED
+    values: dict[str, object] = {"next_attempt_at": when}
+    moved = _finish(claim, Status.DEFERRED, Outcome.DEFERRED, now, values, code, error)
+    return Status.DEFERRED if moved else None
 
 
 def renew(claims: Sequence[Claim], now: datetime) -> set[int]:

@@ -1,6 +1,9 @@
 """Speaking SMTP: building each message with Flask-Mail and sorting SMTP errors."""
 
+import contextlib
 import smtplib
+import socket
+import threading
 from dataclasses import dataclass
 from email.utils import getaddresses, parseaddr
 
@@ -93,14 +96,26 @@ class SmtpSession:
 
     def __init__(self) -> None:
         self.connection: TimedConnection | None = None
+        self.aborted = False
 
     def host(self) -> smtplib.SMTP:
         """The open connection, made now if there is none."""
         if self.connection is None or self.connection.host is None:
             connection = TimedConnection(current_app.extensions["mail"])
-            connection.host = connection.configure_host()
+            host = connection.configure_host()
+            connection.host = host
             self.connection = connection
+            return host
         return self.connection.host
+
+    def abort(self) -> None:
+        """Cut the connection from another thread: whatever waits on it fails at once."""
+        self.aborted = True
+        host = self.connection.host if self.connection is not None else None
+        sock = getattr(host, "sock", None)
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def drop(self) -> None:
         """Forget the connection after an error that may have broken it."""
@@ -162,13 +177,35 @@ def classify(exc: BaseException) -> Result:
     return Result(Outcome.FAILED, None, f"unexpected error: {type(exc).__name__}: {exc}")
 
 
-def deliver(session: SmtpSession, message: Message) -> Result:
-    """Send one message and say what came of it; never raises for SMTP trouble."""
+def deliver(session: SmtpSession, message: Message, deadline: float | None = None) -> Result:
+    """Send one message and say what came of it; never raises for SMTP trouble.
+
+    SMTP_TIMEOUT bounds each socket operation, not a whole message: a server that
+    answers slowly but in time could stretch one send past the worker's claim, and
+    another worker would then send the message again. Past `deadline` seconds the
+    connection is cut and the message deferred, while the claim still holds.
+    """
     try:
         data = message.as_bytes()
         envelope = (sanitize_address(message.sender), list(sanitize_addresses(message.send_to)))
     except Exception as exc:
         return Result(Outcome.FAILED, None, f"cannot build message: {type(exc).__name__}: {exc}")
+    watchdog = threading.Timer(deadline, session.abort) if deadline else None
+    if watchdog is not None:
+        watchdog.start()
+    try:
+        result = _send(session, envelope, data)
+    finally:
+        if watchdog is not None:
+            watchdog.cancel()
+    if session.aborted:
+        session.drop()
+        session.aborted = False
+        return Result(Outcome.DEFERRED, None, f"sending took longer than {deadline:g}s; cut off")
+    return result
+
+
+def _send(session: SmtpSession, envelope: tuple[str, list[str]], data: bytes) -> Result:
     try:
         host = session.host()
     except Exception as exc:

@@ -129,21 +129,26 @@ class Worker:
             queue.mark_failed(claim, utcnow(), None, str(exc))
             tally.failed += 1
             return
-        result = sender.deliver(session, message)
+        # Renewed at most LOCK_TIMEOUT/4 ago; done within another half, the outcome
+        # is always written while the claim holds.
+        result = sender.deliver(session, message, current_app.config["LOCK_TIMEOUT"] / 2)
         del message, attachments
         now = utcnow()
         if result.outcome is Outcome.SENT:
-            queue.mark_sent(claim, now, result.error)
-            tally.sent += 1
+            recorded = queue.mark_sent(claim, now, result.error)
+            tally.sent += recorded
         elif result.outcome is Outcome.FAILED:
-            queue.mark_failed(claim, now, result.code, result.error or "failed")
-            tally.failed += 1
-        elif (
-            queue.mark_deferred(claim, now, result.code, result.error or "", retry) is Status.FAILED
-        ):
-            tally.failed += 1
+            recorded = queue.mark_failed(claim, now, result.code, result.error or "failed")
+            tally.failed += recorded
         else:
-            tally.deferred += 1
+            became = queue.mark_deferred(claim, now, result.code, result.error or "", retry)
+            recorded = became is not None
+            tally.failed += became is Status.FAILED
+            tally.deferred += became is Status.DEFERRED
+        if not recorded:
+            tally.lost += 1
+            log.warning("%s: lost the claim on message %d before recording %s",
+                        self.worker_id, claim.id, result.outcome)  # fmt: skip
 
 
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
