@@ -32,7 +32,7 @@ TABS = ["all", *(status.value for status in Status)]
 BODY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 
-def fragment(template: str, status: int = 200, **context: Any) -> Response:
+def fragment(template: str, status: int = 200, /, **context: Any) -> Response:
     """A partial page for htmx; 286 tells htmx to stop polling once nothing is in flight."""
     response = Response(render_template(template, **context), status=status)
     response.headers["Vary"] = "HX-Request"
@@ -51,11 +51,11 @@ def index() -> Response | str:
     search = request.args.get("q", "").strip() or None
     before = request.args.get("before", type=int)
     page = reports.page(None if status == "all" else status, search, before)
-    context = dict(page=page, status=status, search=search, before=before)
+    context = dict(page=page, status=status, search=search, before=before, tabs=TABS,
+                   counts=reports.counts())  # fmt: skip
     if _wants_fragment():
-        return fragment("messages/_rows.html", 200 if page.in_flight else 286, **context)
-    response = Response(render_template("messages/index.html", counts=reports.counts(),
-                                        tabs=TABS, **context))  # fmt: skip
+        return fragment("messages/_listing.html", 200 if page.in_flight else 286, **context)
+    response = Response(render_template("messages/index.html", **context))
     response.headers["Vary"] = "HX-Request"
     return response
 
