@@ -1,5 +1,6 @@
 """Staff accounts: creating them, their passwords, and slowing down password guessing."""
 
+import math
 from datetime import datetime, timedelta
 
 from email_validator import EmailNotValidError, validate_email
@@ -22,7 +23,8 @@ class TooManyFailures(Exception):
     """This address failed too often lately; retry_after is in seconds."""
 
     def __init__(self, retry_after: int):
-        super().__init__(f"too many failed sign-ins; try again in {retry_after // 60 + 1} min")
+        minutes = -(-retry_after // 60)  # rounded up
+        super().__init__(f"try again in {minutes} minute{'s' if minutes != 1 else ''}")
         self.retry_after = retry_after
 
 
@@ -79,7 +81,7 @@ def sign_in(
     )
     count, oldest = db.session.execute(recent).one()
     if count >= FAILURE_LIMIT:
-        raise TooManyFailures(int((oldest + FAILURE_WINDOW - now).total_seconds()) + 1)
+        raise TooManyFailures(math.ceil((oldest + FAILURE_WINDOW - now).total_seconds()))
     user = find(email)
     # Check a hash even for an unknown address, so timing does not reveal accounts.
     stored = user.password_hash if user else generate_password_hash("not a password")

@@ -31,8 +31,9 @@ class Count:
         return f"{self.value:,}+" if self.capped else f"{self.value:,}"
 
 
-def count(status: str | None, cap: int = COUNT_CAP) -> Count:
-    """Messages in a status (all if None), counted up to cap."""
+def count(status: str | None, cap: int | None = None) -> Count:
+    """Messages in a status (all if None), counted up to cap (COUNT_CAP if None)."""
+    cap = COUNT_CAP if cap is None else cap
     rows = select(Message.id)
     if status is not None:
         rows = rows.where(Message.status == status)
@@ -41,17 +42,24 @@ def count(status: str | None, cap: int = COUNT_CAP) -> Count:
     return Count(min(value, cap), value > cap)
 
 
-def counts(cap: int = COUNT_CAP) -> dict[str, Count]:
+def counts(cap: int | None = None) -> dict[str, Count]:
     """Capped counts for every status and for all messages (key "all")."""
     found = {"all": count(None, cap)}
     found.update({status.value: count(status.value, cap) for status in Status})
     return found
 
 
+# A search reads at most this many ids per request: a substring match cannot use an
+# index, and a rare word would otherwise scan the whole table. Staff page on to older
+# messages, window by window.
+SEARCH_WINDOW = 50_000
+
+
 @dataclass(frozen=True)
 class Page:
     rows: list[Message]
     next_before: int | None
+    searched_down_to: int | None = None  # the lowest id a search looked at
 
     @property
     def in_flight(self) -> bool:
@@ -65,17 +73,24 @@ def page(status: str | None, search: str | None, before: int | None) -> Page:
         stmt = stmt.where(Message.status == status)
     if before is not None:
         stmt = stmt.where(Message.id < before)
+    floor = None
     if search:
+        top = before if before is not None else (db.session.scalar(func.max(Message.id)) or 0) + 1
+        floor = max(top - SEARCH_WINDOW, 1)
         stmt = stmt.where(
+            Message.id >= floor,
             or_(
                 Message.to_addrs.icontains(search, autoescape=True),
                 Message.subject.icontains(search, autoescape=True),
-            )
+            ),
         )
     rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(PAGE_SIZE + 1)).scalars())
-    more = len(rows) > PAGE_SIZE
-    rows = rows[:PAGE_SIZE]
-    return Page(rows, rows[-1].id if more else None)
+    if len(rows) > PAGE_SIZE:
+        rows = rows[:PAGE_SIZE]
+        return Page(rows, rows[-1].id, None)
+    if floor is not None and floor > 1:  # older messages are left to search
+        return Page(rows, floor, floor)
+    return Page(rows, None, None)
 
 
 def oldest_waiting() -> datetime | None:

@@ -7,6 +7,7 @@ from datetime import datetime
 import pytest
 import sqlalchemy as sa
 from flask import Flask
+from flask.testing import FlaskClient
 from flask_migrate import upgrade
 
 from outbox import create_app, queue
@@ -26,7 +27,8 @@ POSTGRES_URL = os.environ.get(
     "OUTBOX_TEST_POSTGRES_URL", f"postgresql+psycopg://postgres@127.0.0.1:5432/{TEST_DB}"
 )
 SERVER_URLS = {"mariadb": MARIADB_URL, "postgres": POSTGRES_URL}
-TABLES = ("attachment_chunks", "attachments", "attempts", "messages", "api_tokens")
+TABLES = ("attachment_chunks", "attachments", "attempts", "messages", "api_tokens", "users",
+          "sign_in_failures", "workers")  # fmt: skip
 
 
 def _admin(url: str, statement: str) -> None:
@@ -115,6 +117,7 @@ def app(database_url: str, tmp_path) -> Iterator[Flask]:  # type: ignore[no-unty
     """An app on each database kind with an empty, migrated schema."""
     app = create_app(base_config(database_url))
     app.instance_path = str(tmp_path)
+    app.test_client_class = OwnContextClient
     with app.app_context():
         if database_url.startswith("sqlite"):
             upgrade()
@@ -123,6 +126,21 @@ def app(database_url: str, tmp_path) -> Iterator[Flask]:  # type: ignore[no-unty
         yield app
         db.session.remove()
         db.engine.dispose()
+
+
+class OwnContextClient(FlaskClient):
+    """A test client whose every request runs in an app context of its own, as in production.
+
+    The app fixture keeps one app context pushed for the whole test so that tests can
+    use db.session; without this a request would reuse it, and flask.g (where
+    Flask-Login keeps the signed-in user and Flask-WTF the CSRF token) and the
+    database session would carry over from one request, and one client, to the next.
+    """
+
+    def open(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        with self.application.app_context():
+            # Read the whole body while the context is there; it closes the response too.
+            return super().open(*args, **{**kwargs, "buffered": True})
 
 
 @pytest.fixture

@@ -46,3 +46,8 @@ def test_revoking_an_unknown_token_is_an_error(app, runner):
     result = runner.invoke(args=["revoke-token", "nobody"])
     assert result.exit_code != 0
     assert "no live token named 'nobody'" in result.output
+
+
+def test_the_migrations_match_the_models(app, runner):
+    result = runner.invoke(args=["db", "check"])
+    assert result.exit_code == 0, result.output

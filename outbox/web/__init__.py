@@ -54,7 +54,9 @@ def age(span: timedelta) -> str:
 
 def unauthorized() -> Any:
     """Send people to the sign-in page; htmx requests are told to go there whole."""
-    target = url_for("auth.sign_in", next=request.full_path.rstrip("?"))
+    # Only a page can be returned to; after a refused POST, start from the dashboard.
+    back = request.full_path.rstrip("?") if request.method == "GET" else None
+    target = url_for("auth.sign_in", next=back)
     if request.headers.get("HX-Request"):
         return Response(status=401, headers={"HX-Redirect": target})
     return redirect(target)
@@ -64,7 +66,8 @@ def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
     from . import auth, dashboard, messages
 
-    app.config.setdefault("SESSION_COOKIE_SAMESITE", "Lax")
+    # Flask's defaults hold the key already (as None), so setdefault would not set it.
+    app.config["SESSION_COOKIE_SAMESITE"] = app.config["SESSION_COOKIE_SAMESITE"] or "Lax"
     app.config["SESSION_COOKIE_HTTPONLY"] = True
     if app.config["TRUST_PROXY"]:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=1, x_proto=1)  # type: ignore[method-assign]

@@ -3,6 +3,7 @@
 from urllib.parse import urlsplit
 
 from flask import Blueprint, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
 from flask_login import login_user, logout_user
 from werkzeug.wrappers import Response
 
@@ -23,7 +24,7 @@ def _safe_next(target: str | None) -> str:
 
 
 @bp.route("/sign-in", methods=["GET", "POST"])
-def sign_in() -> str | Response | tuple[str, int]:
+def sign_in() -> ResponseReturnValue:
     form = SignInForm()
     if not form.validate_on_submit():
         return render_template("auth/sign_in.html", form=form)
@@ -33,7 +34,7 @@ def sign_in() -> str | Response | tuple[str, int]:
     except accounts.TooManyFailures as exc:
         form.form_errors.append(f"Too many failed sign-ins from your address; {exc}.")
         page = render_template("auth/sign_in.html", form=form)
-        return page, 429
+        return page, 429, {"Retry-After": str(exc.retry_after)}
     if user is None:
         form.form_errors.append("Wrong email or password.")
         return render_template("auth/sign_in.html", form=form), 401

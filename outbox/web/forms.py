@@ -9,7 +9,7 @@ from wtforms import (
     StringField,
     TextAreaField,
 )
-from wtforms.validators import DataRequired, InputRequired
+from wtforms.validators import DataRequired
 
 
 class SignInForm(FlaskForm):
@@ -21,7 +21,7 @@ class ComposeForm(FlaskForm):
     """Every field is checked by drafts.build_draft, the same checks the API makes."""
 
     sender = StringField("From")
-    to = StringField("To", validators=[InputRequired("at least one recipient is required")])
+    to = StringField("To")
     cc = StringField("Cc")
     bcc = StringField("Bcc")
     reply_to = StringField("Reply-To")

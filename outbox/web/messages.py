@@ -14,6 +14,7 @@ from flask import (
     stream_with_context,
     url_for,
 )
+from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
@@ -44,7 +45,7 @@ def _wants_fragment() -> bool:
 
 
 @bp.get("")
-def index() -> Response | str:
+def index() -> ResponseReturnValue:
     status = request.args.get("status", "all")
     if status not in TABS:
         abort(404)
@@ -74,7 +75,7 @@ def _state(message: Message) -> dict[str, Any]:
 
 
 @bp.get("/<int:message_pk>")
-def show(message_pk: int) -> Response | str:
+def show(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
     state = _state(message)
     if _wants_fragment():
@@ -90,7 +91,7 @@ def show(message_pk: int) -> Response | str:
 
 
 @bp.get("/<int:message_pk>/body.html")
-def html_body(message_pk: int) -> Response:
+def html_body(message_pk: int) -> ResponseReturnValue:
     """The HTML body alone, for the sandboxed iframe on the message page."""
     message = _message(message_pk)
     response = Response(message.html_body or "", mimetype="text/html")
@@ -99,7 +100,7 @@ def html_body(message_pk: int) -> Response:
 
 
 @bp.get("/<int:message_pk>/attachments/<int:attachment_id>")
-def download(message_pk: int, attachment_id: int) -> Response:
+def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
     """One attachment, streamed chunk by chunk, always as a download."""
     attachment = db.session.get(Attachment, attachment_id)
     if attachment is None or attachment.message_pk != message_pk:
@@ -118,7 +119,7 @@ def download(message_pk: int, attachment_id: int) -> Response:
     return response
 
 
-def _acted(message_pk: int) -> Response | str:
+def _acted(message_pk: int) -> ResponseReturnValue:
     """After a button: the new state for htmx, or back to the page without JavaScript."""
     if _wants_fragment():
         message = _message(message_pk)
@@ -129,7 +130,7 @@ def _acted(message_pk: int) -> Response | str:
     return redirect(url_for("messages.show", message_pk=message_pk))
 
 
-def _act(message_pk: int, move: Any) -> Response | str:
+def _act(message_pk: int, move: Any) -> ResponseReturnValue:
     if not ActionForm().validate_on_submit():
         abort(400)
     _message(message_pk)
@@ -141,23 +142,23 @@ def _act(message_pk: int, move: Any) -> Response | str:
 
 
 @bp.post("/<int:message_pk>/resend")
-def resend(message_pk: int) -> Response | str:
+def resend(message_pk: int) -> ResponseReturnValue:
     allowance = current_app.config["MAX_ATTEMPTS"]
     return _act(message_pk, lambda: queue.resend(message_pk, allowance))
 
 
 @bp.post("/<int:message_pk>/cancel")
-def cancel(message_pk: int) -> Response | str:
+def cancel(message_pk: int) -> ResponseReturnValue:
     return _act(message_pk, lambda: queue.cancel(message_pk))
 
 
 @bp.post("/<int:message_pk>/send-now")
-def send_now(message_pk: int) -> Response | str:
+def send_now(message_pk: int) -> ResponseReturnValue:
     return _act(message_pk, lambda: queue.send_now(message_pk))
 
 
 @bp.post("/<int:message_pk>/send-again")
-def send_again(message_pk: int) -> Response:
+def send_again(message_pk: int) -> ResponseReturnValue:
     if not ActionForm().validate_on_submit():
         abort(400)
     _message(message_pk)
@@ -173,7 +174,7 @@ def send_again(message_pk: int) -> Response:
 
 
 @bp.post("/resend-failed")
-def resend_failed() -> Response:
+def resend_failed() -> ResponseReturnValue:
     """Queue every failed message again, once the confirmation box is ticked."""
     form = ResendAllForm()
     if not form.validate_on_submit():
@@ -183,7 +184,7 @@ def resend_failed() -> Response:
 
 
 @bp.route("/new", methods=["GET", "POST"])
-def compose() -> Response | str | tuple[str, int]:
+def compose() -> ResponseReturnValue:
     form = ComposeForm()
     if request.method == "GET":
         form.sender.data = current_app.config["MAIL_DEFAULT_SENDER"] or ""

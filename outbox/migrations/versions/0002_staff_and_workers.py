@@ -96,7 +96,7 @@ def upgrade():
         batch_op.create_index(batch_op.f("ix_workers_last_seen_at"), ["last_seen_at"], unique=False)
 
     with op.batch_alter_table("attempts", schema=None) as batch_op:
-        batch_op.create_index("ix_attempts_finished", ["finished_at"], unique=False)
+        batch_op.create_index("ix_attempts_finished", ["finished_at", "outcome"], unique=False)
 
     with op.batch_alter_table("messages", schema=None) as batch_op:
         batch_op.create_index("ix_messages_status_id", ["status", "id"], unique=False)

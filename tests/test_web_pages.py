@@ -1,0 +1,661 @@
+"""Staff pages: compose, the outbox list, one message, its buttons, and the dashboard."""
+
+import io
+import re
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+from werkzeug.http import parse_options_header
+
+from outbox import heartbeats, queue, reports
+from outbox.drafts import Upload, check_upload, parse_addresses
+from outbox.extensions import db
+from outbox.models import Attachment, Message, utcnow
+from outbox.status import Status
+from outbox.web import when
+
+from .pages import (
+    Element,
+    claim,
+    csrf,
+    fresh,
+    htmx,
+    move_to,
+    parse,
+)
+
+RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
+FIELDS = ["sender", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "priority",
+          "send_after", "attachments"]  # fmt: skip
+IN_FLIGHT = [Status.QUEUED, Status.SENDING, Status.DEFERRED]
+
+
+@pytest.fixture
+def make_in(make_message):
+    """A message taken to a status through the queue's own moves."""
+
+    def make(status: Status, error: str = "550 5.1.1 no such user", **fields) -> int:  # type: ignore[no-untyped-def]
+        return move_to(make_message(**fields), status, error)
+
+    return make
+
+
+def stored(table=Message) -> int:  # type: ignore[no-untyped-def]
+    return db.session.scalar(select(func.count()).select_from(table))
+
+
+def row_ids(page: Element) -> list[int]:
+    """The message ids of the outbox list's rows, top to bottom."""
+    rows = page.find("tbody", id="rows")
+    return [int(a["href"].rsplit("/", 1)[1]) for a in rows.find_all("a")]
+
+
+def facts(dl: Element) -> dict[str, str]:
+    """A <dl> as term -> description text."""
+    items = [c for c in dl.children if isinstance(c, Element)]
+    return {
+        dt.text.strip(): dd.text.strip() for dt, dd in zip(items[::2], items[1::2], strict=True)
+    }
+
+
+def field_box(page: Element, name: str) -> Element:
+    """The <div class="field"> holding the form field name."""
+    (box,) = [d for d in page.find_all("div", class_="field") if d.find_all(id=name)]
+    return box
+
+
+def test_compose_shows_every_field_with_a_visible_label(signed_in):
+    page = parse(signed_in.get("/messages/new"))
+    form = page.find("form", class_="compose")
+    assert form["method"] == "post" and form["enctype"] == "multipart/form-data"
+    for name in FIELDS:
+        (control,) = [e for e in form.find_all(name=name) if e.tag in ("input", "textarea")]
+        label = form.find("label", **{"for": control["id"]})
+        assert label.text.strip() and "hidden" not in label.classes
+        assert field_box(page, control["id"]).find_all("p", class_="error") == []
+    assert form.find("input", name="sender")["value"] == "outbox@example.com"
+    assert form.find("input", name="attachments")["type"] == "file"
+
+
+def test_compose_enqueues_the_message_with_its_attachments(signed_in):
+    form = {
+        "csrf_token": csrf(signed_in),
+        "sender": "Shop <shop@example.com>",
+        "to": "Ann <ann@example.com>, bob@example.com",
+        "cc": "carl@example.com",
+        "bcc": "hidden@example.com",
+        "reply_to": "help@example.com",
+        "subject": "Your order",
+        "text": "Plain",
+        "html": "<p>Rich</p>",
+        "priority": "5",
+        "send_after": "2030-01-02T03:04:05",
+        "attachments": [(io.BytesIO(b"first"), "a.txt", "text/plain"),
+                        (io.BytesIO(b"%PDF-1.4"), "b.pdf", "application/pdf")],
+    }  # fmt: skip
+    response = signed_in.post("/messages/new", data=form)
+    assert response.status_code == 302
+    (row,) = db.session.execute(select(Message)).scalars()
+    assert response.headers["Location"] == f"/messages/{row.id}"
+    assert (row.source, row.status, row.max_attempts) == ("web:staff@example.com", "queued", 3)
+    assert (row.from_addr, row.to_addrs) == (form["sender"], form["to"])
+    assert (row.cc_addrs, row.bcc_addrs, row.reply_to) == (
+        form["cc"],
+        form["bcc"],
+        "help@example.com",
+    )
+    assert (row.subject, row.text_body, row.html_body, row.priority) == (
+        "Your order", "Plain", "<p>Rich</p>", 5
+    )  # fmt: skip
+    assert row.send_after == row.next_attempt_at == datetime(2030, 1, 2, 3, 4, 5)
+    assert queue.read_attachments(row.id) == [
+        ("a.txt", "text/plain", b"first"), ("b.pdf", "application/pdf", b"%PDF-1.4")
+    ]  # fmt: skip
+    assert parse(signed_in.get(response.headers["Location"])).find("h1").text == "Your order"
+
+
+def test_compose_with_bad_fields_is_422_with_each_error_beside_its_field(signed_in):
+    typed = {"sender": "Shop <shop@example.com>", "to": "nobody", "cc": "bob@",
+             "bcc": "fine@example.com", "subject": "Hi\nBcc: victim@example.com",
+             "text": "", "html": "", "priority": "high", "send_after": "tomorrow"}  # fmt: skip
+    upload = [(io.BytesIO(b"first"), "a.txt", "text/plain")]
+    form = {**typed, "csrf_token": csrf(signed_in), "attachments": upload}
+    response = signed_in.post("/messages/new", data=form)
+    assert response.status_code == 422
+    page = parse(response)
+    for name in ("to", "cc", "subject", "text", "priority", "send_after"):
+        box = field_box(page, name)
+        error = box.find("p", class_="error")
+        assert error.text.strip() and error["id"] == f"{name}-error"
+        control = box.find(id=name)
+        assert (control["aria-invalid"], control["aria-describedby"]) == ("true", f"{name}-error")
+    assert "nobody" in field_box(page, "to").find("p", class_="error").text
+    for name in ("sender", "bcc", "reply_to", "html"):
+        assert field_box(page, name).find_all("p", class_="error") == []
+    for name, value in typed.items():
+        assert shown_value(page.find(id=name)) == value
+    assert stored(Message) == 0 and stored(Attachment) == 0
+
+
+def shown_value(control: Element) -> str:
+    """What a form control holds; a browser drops the newline that opens a textarea."""
+    if control.tag == "textarea":
+        return control.text.removeprefix("\r\n").removeprefix("\n")
+    return control["value"]
+
+
+def tabs(page: Element) -> dict[str, str]:
+    """The outbox tabs as name -> count shown."""
+    found = {}
+    for link in page.find("nav", class_="tabs").find_all("a"):
+        found[link.text.split()[0]] = link.find("span", class_="count").text
+    return found
+
+
+@pytest.fixture
+def mixed(make_in) -> dict[Status, list[int]]:
+    """Nine messages: 2 queued, 1 sending, 1 deferred, 1 sent, 3 failed, 1 cancelled."""
+    plan = [Status.FAILED, Status.QUEUED, Status.SENT, Status.FAILED, Status.DEFERRED,
+            Status.CANCELLED, Status.FAILED, Status.QUEUED, Status.SENDING]  # fmt: skip
+    found: dict[Status, list[int]] = {status: [] for status in Status}
+    for n, status in enumerate(plan):
+        found[status].append(make_in(status, subject=f"m{n}"))
+    return found
+
+
+def test_outbox_tabs_show_counts_per_status(signed_in, mixed):
+    page = parse(signed_in.get("/messages?status=failed"))
+    assert tabs(page) == {"all": "9", "queued": "2", "sending": "1", "deferred": "1",
+                          "sent": "1", "failed": "3", "cancelled": "1"}  # fmt: skip
+    assert page.find("a", aria_current="page").text.split()[0] == "failed"
+
+
+def test_outbox_counts_stop_at_the_cap(signed_in, mixed, monkeypatch):
+    monkeypatch.setattr(reports, "COUNT_CAP", 2)
+    page = parse(signed_in.get("/messages"))
+    assert tabs(page) == {"all": "2+", "queued": "2", "sending": "1", "deferred": "1",
+                          "sent": "1", "failed": "2+", "cancelled": "1"}  # fmt: skip
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_status_tab_lists_only_that_status_newest_first(signed_in, mixed, status):
+    page = parse(signed_in.get(f"/messages?status={status}"))
+    assert row_ids(page) == sorted(mixed[status], reverse=True)
+
+
+def test_all_tab_lists_every_message_newest_first(signed_in, mixed):
+    page = parse(signed_in.get("/messages"))
+    everything = [i for ids in mixed.values() for i in ids]
+    assert row_ids(page) == sorted(everything, reverse=True)
+    subjects = [a.text for a in page.find("tbody", id="rows").find_all("a")]
+    assert subjects == [f"m{n}" for n in range(8, -1, -1)]
+
+
+@pytest.mark.parametrize("status", ["bogus", "ALL", "Failed", ""])
+def test_unknown_tab_is_404(signed_in, status):
+    assert signed_in.get(f"/messages?status={status}").status_code == 404
+
+
+@pytest.mark.parametrize(
+    "search, subjects",
+    [("ANN", {"Invoice 7", "ANNUAL report"}), ("bob", {"Receipt"}), ("invoice", {"Invoice 7"}),
+     ("  Receipt ", {"Receipt"}), ("50%", {"50% off"}), ("a_b", {"a_b"}), ("%", {"50% off"}),
+     ("_", {"a_b"}), ("nothing like it", set())],
+)  # fmt: skip
+def test_search_finds_recipient_or_subject_ignoring_case_and_wildcards(
+    signed_in, make_message, search, subjects
+):
+    made = {}
+    for to, subject in [("ann@example.com", "Invoice 7"), ("Bob <bob@example.com>", "Receipt"),
+                        ("carl@example.com", "ANNUAL report"), ("d@example.com", "50% off"),
+                        ("d@example.com", "500 off"), ("d@example.com", "a_b"),
+                        ("d@example.com", "axb")]:  # fmt: skip
+        made[make_message(to=[to], subject=subject).id] = subject
+    page = parse(signed_in.get("/messages", query_string={"q": search}))
+    assert {made[i] for i in row_ids(page)} == subjects
+    assert page.find("input", id="q")["value"] == search.strip()
+
+
+def walk(client, path: str) -> list[list[int]]:  # type: ignore[no-untyped-def]
+    """The row ids of every page, following the Older links from path."""
+    pages = []
+    while path:
+        page = parse(client.get(path))
+        pages.append(row_ids(page))
+        older = [a for a in page.find("nav", class_="pager").find_all("a") if a.text == "Older"]
+        path = older[0]["href"] if older else None
+    return pages
+
+
+def test_list_pages_through_every_message_exactly_once(signed_in, make_message, monkeypatch):
+    monkeypatch.setattr(reports, "PAGE_SIZE", 3)
+    ids = [make_message(subject=f"m{n}").id for n in range(8)]
+    first = parse(signed_in.get("/messages"))
+    older = first.find("nav", class_="pager").find("a")
+    assert older.text == "Older" and older["href"] == f"/messages?status=all&before={ids[5]}"
+    make_message(subject="newer, arriving while paging")
+    pages = [row_ids(first), *walk(signed_in, older["href"])]
+    assert [len(p) for p in pages] == [3, 3, 2]
+    assert [i for p in pages for i in p] == sorted(ids, reverse=True)
+
+
+def test_filtered_search_pages_keep_their_filter(signed_in, make_in, monkeypatch):
+    monkeypatch.setattr(reports, "PAGE_SIZE", 2)
+    wanted = []
+    for n in range(6):
+        wanted.append(make_in(Status.FAILED, subject=f"Invoice {n}"))
+        make_in(Status.QUEUED, subject=f"Invoice {n}")
+        make_in(Status.FAILED, subject=f"Receipt {n}")
+    pages = walk(signed_in, "/messages?status=failed&q=invoice")
+    assert [len(p) for p in pages] == [2, 2, 2]
+    assert [i for p in pages for i in p] == sorted(wanted, reverse=True)
+
+
+@pytest.mark.parametrize(
+    "statuses, code",
+    [([Status.QUEUED], 200), ([Status.SENT, Status.SENDING], 200),
+     ([Status.DEFERRED, Status.FAILED], 200),
+     ([Status.SENT, Status.FAILED, Status.CANCELLED], 286)],
+)  # fmt: skip
+def test_htmx_list_answers_its_listing_and_polls_only_while_something_shown_is_in_flight(
+    signed_in, make_in, statuses, code
+):
+    """The fragment is the tabs, rows and pager (<div id="listing">), not the whole page."""
+    ids = [make_in(status, to=["ann@example.com"]) for status in statuses]
+    make_in(Status.QUEUED, to=["bob@example.com"])  # in flight, but not on this page
+    response = signed_in.get("/messages?q=ann", headers={"HX-Request": "true"})
+    assert response.status_code == code
+    assert "HX-Request" in response.vary
+    html = response.get_data(as_text=True).strip()
+    assert html.startswith('<div id="listing"') and "<html" not in html and "<h1" not in html
+    page = parse(html)
+    assert row_ids(page) == sorted(ids, reverse=True)
+    assert tabs(page)["all"] == str(len(ids) + 1)
+    listing = page.find("div", id="listing")
+    if code == 200:
+        assert listing["hx-trigger"] == "every 2s"
+        assert listing["hx-get"] == "/messages?status=all&q=ann"
+    else:
+        assert "hx-trigger" not in listing.attrs and "hx-get" not in listing.attrs
+    full = signed_in.get("/messages?q=ann")
+    assert full.status_code == 200 and "HX-Request" in full.vary
+    assert parse(full).find("div", id="listing").attrs == listing.attrs
+
+
+def test_message_page_shows_every_field_the_body_attachments_and_attempts(signed_in, make_message):
+    now = utcnow().replace(microsecond=0)
+    message = make_message(
+        from_addr="Shop <shop@example.com>", to=["Ann <ann@example.com>", "bob@example.com"],
+        cc=["carl@example.com"], bcc=["hidden@example.com"], reply_to="help@example.com",
+        subject="Your order", text="Line one\nLine two", headers={"X-Campaign": "spring"},
+        priority=5, send_after=now - timedelta(minutes=10), now=now - timedelta(minutes=20),
+        attachments=[Upload("a.txt", "text/plain", b"first"),
+                     Upload("b.pdf", "application/pdf", b"%PDF")],
+    )  # fmt: skip
+    first = claim(message.id, "worker-a", now=now - timedelta(minutes=5))
+    queue.mark_deferred(first, now - timedelta(minutes=5), 451, "451 4.7.1 greylisted", RETRY)
+    second = claim(message.id, "worker-b", now=now - timedelta(minutes=1))
+    queue.mark_failed(second, now - timedelta(minutes=1), 550, "550 5.1.1 no such user")
+    page = parse(signed_in.get(f"/messages/{message.id}"))
+    head, state = page.find_all("dl", class_="facts")
+    row = fresh(message.id)
+    assert facts(head) == {
+        "From": "Shop <shop@example.com>", "To": "Ann <ann@example.com>, bob@example.com",
+        "Cc": "carl@example.com", "Bcc": "hidden@example.com", "Reply-To": "help@example.com",
+        "Message-ID": row.message_id, "Priority": "5",
+        "Created": f"{when(now - timedelta(minutes=20))} by test",
+        "Send after": when(now - timedelta(minutes=10)), "X-Campaign": "spring",
+    }  # fmt: skip
+    assert facts(state) == {"Status": "failed", "Attempts": "2 of 3",
+                            "Last retry": when(now - timedelta(minutes=1)),
+                            "Last error": "550 5.1.1 no such user"}  # fmt: skip
+    assert page.find("h1").text == "Your order"
+    assert page.find("pre", class_="body").text == "Line one\nLine two"
+    items = page.find("ul", class_="attachments").find_all("li")
+    assert [li.find("a").text for li in items] == ["a.txt", "b.pdf"]
+    assert items[1].find("small").text == "application/pdf, 4 bytes"
+    attempts = page.find("table", class_="attempts").find("tbody").find_all("tr")
+    cells = [[td.text.strip() for td in tr.find_all("td")] for tr in attempts]
+    tried, failed = when(now - timedelta(minutes=5)), when(now - timedelta(minutes=1))
+    assert cells == [
+        [tried, tried, "worker-a", "deferred", "451", "451 4.7.1 greylisted"],
+        [failed, failed, "worker-b", "failed", "550", "550 5.1.1 no such user"],
+    ]
+
+
+def test_attachment_links_download_the_exact_bytes_as_named_attachments(signed_in, make_message):
+    big = bytes(range(256)) * (10 * 1024 + 1)  # 2.5 MiB and a bit: three chunks
+    files = [Upload("report.pdf", "application/pdf", b"%PDF-1.4\x00\xff"),
+             Upload("Größe 📎.bin", "application/octet-stream", big)]  # fmt: skip
+    message = make_message(attachments=files)
+    page = parse(signed_in.get(f"/messages/{message.id}"))
+    links = page.find("ul", class_="attachments").find_all("a")
+    assert [link.get("download") for link in links] == ["", ""]
+    for link, upload in zip(links, files, strict=True):
+        response = signed_in.get(link["href"])
+        assert response.status_code == 200 and response.data == upload.data
+        assert response.mimetype == "application/octet-stream"
+        assert response.headers["Content-Length"] == str(len(upload.data))
+        disposition, options = parse_options_header(response.headers["Content-Disposition"])
+        assert (disposition, options["filename"]) == ("attachment", upload.filename)
+    other = make_message()
+    attachment = links[0]["href"].rsplit("/", 1)[1]
+    assert signed_in.get(f"/messages/{other.id}/attachments/{attachment}").status_code == 404
+
+
+@pytest.mark.parametrize("path", ["/messages/{id}", "/messages/{id}/body.html",
+                                  "/messages/{id}/attachments/1", "/messages/{big}"])  # fmt: skip
+def test_unknown_message_is_404(signed_in, path):
+    assert signed_in.get(path.format(id=987654, big=2**64)).status_code == 404
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_state_fragment_polls_while_in_flight_and_answers_286_when_final(
+    signed_in, make_in, status
+):
+    message_id = make_in(status)
+    response = signed_in.get(f"/messages/{message_id}", headers={"HX-Request": "true"})
+    assert response.status_code == (200 if status in IN_FLIGHT else 286)
+    assert "HX-Request" in response.vary
+    html = response.get_data(as_text=True).strip()
+    assert html.startswith('<section id="state"') and "<h1" not in html
+    section = parse(html).find("section", id="state")
+    assert facts(section.find("dl"))["Status"] == status
+    assert set(buttons(section)) == BUTTONS[status]
+    if status in IN_FLIGHT:
+        assert section["hx-trigger"] == "every 1s"
+        assert section["hx-get"] == f"/messages/{message_id}"
+    else:
+        assert "hx-trigger" not in section.attrs
+
+
+def buttons(element: Element) -> dict[str, str]:
+    """Button label -> the path its form posts to."""
+    return {f.find("button").text: f["action"] for f in element.find_all("form")}
+
+
+MOVES = [("resend", Status.FAILED, Status.QUEUED), ("resend", Status.CANCELLED, Status.QUEUED),
+         ("cancel", Status.QUEUED, Status.CANCELLED), ("cancel", Status.DEFERRED, Status.CANCELLED),
+         ("send-now", Status.DEFERRED, Status.DEFERRED)]  # fmt: skip
+BUTTONS = {Status.QUEUED: {"Cancel"}, Status.SENDING: set(),
+           Status.DEFERRED: {"Send now", "Cancel"}, Status.SENT: {"Send again"},
+           Status.FAILED: {"Resend"}, Status.CANCELLED: {"Resend"}}  # fmt: skip
+LABELS = {"resend": "Resend", "cancel": "Cancel", "send-now": "Send now",
+          "send-again": "Send again"}  # fmt: skip
+
+
+@pytest.mark.parametrize("via_htmx", [False, True])
+@pytest.mark.parametrize("action, start, end", MOVES)
+def test_button_moves_the_message(signed_in, make_in, action, start, end, via_htmx):
+    message_id = make_in(start)
+    page = f"/messages/{message_id}"
+    shown = buttons(parse(signed_in.get(page)).find("section", id="state"))
+    assert set(shown) == BUTTONS[start]
+    assert shown[LABELS[action]] == f"{page}/{action}"
+    was = fresh(message_id)
+    before, attempts, due = utcnow(), was.attempts, was.next_attempt_at
+    if via_htmx:
+        response = signed_in.post(shown[LABELS[action]], headers=htmx(signed_in, page))
+        assert response.status_code == 200 and "HX-Request" in response.vary
+        state = parse(response).find("section", id="state")
+        assert facts(state.find("dl"))["Status"] == end
+        assert set(buttons(state)) == BUTTONS[end]
+    else:
+        response = signed_in.post(shown[LABELS[action]], data={"csrf_token": csrf(signed_in, page)})
+        assert response.status_code == 302 and response.headers["Location"] == page
+    row = fresh(message_id)
+    assert (row.status, row.attempts) == (end, attempts)
+    if action == "send-now":
+        assert due > utcnow() and before <= row.next_attempt_at <= utcnow()
+    if action == "resend":
+        assert row.max_attempts == attempts + 3 and row.next_attempt_at <= utcnow()
+
+
+@pytest.mark.parametrize("via_htmx", [False, True])
+def test_send_again_queues_a_copy_of_a_sent_message(signed_in, make_message, via_htmx):
+    files = [Upload("a.txt", "text/plain", b"first"), Upload("b.bin", "application/x-b", b"\0\1")]
+    message = make_message(cc=["c@example.com"], reply_to="r@example.com", html="<p>Hi</p>",
+                           headers={"X-Tag": "t"}, priority=3, attachments=files)  # fmt: skip
+    move_to(message, Status.SENT)
+    path = f"/messages/{message.id}/send-again"
+    if via_htmx:
+        response = signed_in.post(path, headers=htmx(signed_in))
+        assert response.status_code == 204
+        target = response.headers["HX-Redirect"]
+    else:
+        response = signed_in.post(path, data={"csrf_token": csrf(signed_in)})
+        assert response.status_code == 302
+        target = response.headers["Location"]
+    old = fresh(message.id)
+    (new,) = db.session.execute(select(Message).where(Message.id != message.id)).scalars()
+    assert target == f"/messages/{new.id}" and signed_in.get(target).status_code == 200
+    assert (new.status, new.source, new.attempts) == ("queued", "web:staff@example.com", 0)
+    assert new.message_id != old.message_id and old.status == "sent"
+    content = ("from_addr", "to_addrs", "cc_addrs", "bcc_addrs", "reply_to", "subject",
+               "text_body", "html_body", "headers", "priority")  # fmt: skip
+    assert [getattr(new, c) for c in content] == [getattr(old, c) for c in content]
+    assert queue.read_attachments(new.id) == queue.read_attachments(old.id) != []
+
+
+REFUSED = [("resend", s) for s in (Status.QUEUED, Status.SENDING, Status.DEFERRED, Status.SENT)]
+REFUSED += [("cancel", s) for s in (Status.SENDING, Status.SENT, Status.FAILED, Status.CANCELLED)]
+REFUSED += [("send-now", s) for s in Status if s is not Status.DEFERRED]
+REFUSED += [("send-again", s) for s in Status if s is not Status.SENT]
+
+
+@pytest.mark.parametrize("via_htmx", [False, True])
+@pytest.mark.parametrize("action, status", REFUSED)
+def test_button_for_a_move_not_allowed_is_409_and_changes_nothing(
+    signed_in, make_in, action, status, via_htmx
+):
+    message_id = make_in(status)
+    before = fresh(message_id)
+    state = (before.status, before.attempts, before.max_attempts, before.next_attempt_at)
+    path = f"/messages/{message_id}/{action}"
+    if via_htmx:
+        response = signed_in.post(path, headers=htmx(signed_in))
+    else:
+        response = signed_in.post(path, data={"csrf_token": csrf(signed_in)})
+    assert response.status_code == 409
+    row = fresh(message_id)
+    assert (row.status, row.attempts, row.max_attempts, row.next_attempt_at) == state
+    assert stored(Message) == 1
+
+
+@pytest.mark.parametrize("action", LABELS)
+def test_button_for_an_unknown_message_is_404(signed_in, action):
+    response = signed_in.post(f"/messages/987654/{action}", data={"csrf_token": csrf(signed_in)})
+    assert response.status_code == 404 and stored(Message) == 0
+
+
+def test_dashboard_resend_answers_the_failure_row(signed_in, make_in):
+    message_id = make_in(Status.FAILED, subject="Lost")
+    dashboard = parse(signed_in.get("/"))
+    row = dashboard.find("tr", id=f"failure-{message_id}")
+    form = row.find("form")
+    assert form["hx-post"] == f"/messages/{message_id}/resend?view=row"
+    assert form["hx-target"] == f"#failure-{message_id}"
+    response = signed_in.post(form["hx-post"], headers=htmx(signed_in))
+    assert response.status_code == 200 and "HX-Request" in response.vary
+    html = response.get_data(as_text=True).strip()
+    assert html.startswith(f'<tr id="failure-{message_id}">') and html.endswith("</tr>")
+    row = parse(html).find("tr", id=f"failure-{message_id}")
+    assert row.find("span", class_="status").text == "queued" and row.find_all("form") == []
+    assert fresh(message_id).status == Status.QUEUED
+
+
+def tiles(page: Element) -> dict[str, str]:
+    found = {}
+    for tile in page.find_all(class_="tile"):
+        found[tile.find(class_="tile-name").text.strip()] = tile.find(class_="tile-count").text
+    return found
+
+
+def test_dashboard_counts_messages_per_status_and_the_oldest_waiting_age(signed_in, make_in):
+    now = utcnow()
+    make_in(Status.QUEUED, now=now - timedelta(hours=3, minutes=5, seconds=10))
+    make_in(Status.DEFERRED, now=now - timedelta(days=2, hours=4, minutes=1))
+    make_in(Status.FAILED, now=now - timedelta(days=9))  # not waiting
+    for status in (Status.SENT, Status.SENT, Status.CANCELLED, Status.SENDING):
+        make_in(status)
+    page = parse(signed_in.get("/"))
+    assert tiles(page) == {"queued": "1", "sending": "1", "deferred": "1", "sent": "2",
+                           "failed": "1", "cancelled": "1", "oldest waiting": "2d 4h"}  # fmt: skip
+    assert page.find("a", class_="tile-queued")["href"] == "/messages?status=queued"
+
+
+def test_dashboard_without_waiting_messages_shows_no_age(signed_in, make_in):
+    make_in(Status.SENT)
+    assert tiles(parse(signed_in.get("/")))["oldest waiting"] == "—"
+
+
+def test_dashboard_chart_has_24_hours_of_sent_and_failed_attempts(signed_in, make_message):
+    now = utcnow()
+    for hours_ago, outcome in [(2, "sent"), (2, "sent"), (5, "failed"), (1, "deferred"),
+                               (25, "sent"), (0, "failed")]:  # fmt: skip
+        moment = now - timedelta(hours=hours_ago)
+        message = make_message(now=moment - timedelta(minutes=1))
+        held = claim(message.id, now=moment)
+        if outcome == "sent":
+            queue.mark_sent(held, moment)
+        elif outcome == "failed":
+            queue.mark_failed(held, moment, 550, "550 no")
+        else:
+            queue.mark_deferred(held, moment, 451, "451 later", RETRY)
+    svg = parse(signed_in.get("/")).find("svg", class_="chart")
+    groups = svg.find_all("g")
+    assert len(groups) == 24
+    shown = {}
+    for group in groups:
+        hour, sent, failed = re.fullmatch(r"(\d\d):00: (\d+) sent, (\d+) failed",
+                                          group.find("title").text).groups()  # fmt: skip
+        shown[hour] = (int(sent), int(failed))
+        assert len(group.find_all("rect")) == 2
+    two, five, this = ((now - timedelta(hours=h)).strftime("%H") for h in (2, 5, 0))
+    assert shown[two] == (2, 0) and shown[five] == (0, 1) and shown[this] == (0, 1)
+    assert sum(s for s, _ in shown.values()) == 2 and sum(f for _, f in shown.values()) == 2
+    peak_bar = [g for g in groups if g.find("title").text.startswith(f"{two}:00")]
+    assert float(peak_bar[0].find("rect", class_="bar-sent")["height"]) == 120
+
+
+def test_dashboard_lists_latest_failures_each_with_a_resend_button(signed_in, make_in):
+    failed = [make_in(Status.FAILED, subject=f"Lost {n}", error=f"550 no {n}") for n in range(3)]
+    make_in(Status.CANCELLED, subject="Not a failure")
+    page = parse(signed_in.get("/"))
+    table = page.find_all("table")[0]
+    rows = table.find("tbody").find_all("tr")
+    assert [tr["id"] for tr in rows] == [f"failure-{i}" for i in reversed(failed)]
+    for n, tr in zip(range(2, -1, -1), rows, strict=True):
+        assert buttons(tr) == {"Resend": f"/messages/{failed[n]}/resend"}
+        assert f"Lost {n}" in tr.text and f"550 no {n}" in tr.text
+    assert "Not a failure" not in page.text
+
+
+def test_resend_all_failed_needs_the_box_ticked(signed_in, make_in):
+    failed = [make_in(Status.FAILED) for _ in range(2)]
+    cancelled = make_in(Status.CANCELLED)
+    response = signed_in.post("/messages/resend-failed", data={"csrf_token": csrf(signed_in, "/")})
+    assert response.status_code == 302
+    page = parse(signed_in.get(response.headers["Location"]))
+    form = page.find("form", class_="confirm")
+    assert "Tick the box to confirm." in form.find("p", class_="error").text
+    assert [fresh(i).status for i in failed] == ["failed", "failed"]
+    box = form.find("input", type="checkbox")
+    data = {"csrf_token": csrf(signed_in, "/"), box["name"]: "y"}
+    response = signed_in.post(form["action"], data=data)
+    assert response.status_code == 302
+    page = parse(signed_in.get(response.headers["Location"]))
+    assert "Queued 2 failed messages again." in page.find(role="status").text
+    assert [fresh(i).status for i in failed] == ["queued", "queued"]
+    assert fresh(cancelled).status == "cancelled"
+
+
+@pytest.mark.parametrize(
+    "poll, seconds_ago, warned",
+    [(20.0, 35, False), (20.0, 45, True), (60.0, 100, False), (60.0, 130, True),
+     (20.0, None, True)],
+)  # fmt: skip
+def test_dashboard_warns_when_no_worker_beat_within_two_poll_intervals(
+    app, signed_in, poll, seconds_ago, warned
+):
+    app.config["POLL_INTERVAL"] = poll
+    now = utcnow()
+    heartbeats.beat("old-worker", now - timedelta(days=2), 3, now=now - timedelta(hours=2))
+    if seconds_ago is not None:
+        started = now - timedelta(hours=1)
+        heartbeats.beat("worker-a", started, 5, now=now - timedelta(seconds=seconds_ago + 60))
+        heartbeats.beat("worker-a", started, 2, now=now - timedelta(seconds=seconds_ago))
+    page = parse(signed_in.get("/"))
+    alerts = [a.text for a in page.find_all(role="alert")]
+    if warned:
+        assert alerts == [f"No worker has been seen in the last {int(2 * poll)} seconds: "
+                          "queued mail is not being sent."]  # fmt: skip
+    else:
+        assert alerts == []
+    workers = page.find_all("table")[-1].find("tbody").find_all("tr")
+    cells = [[td.text for td in tr.find_all("td")] for tr in workers]
+    assert [c[0] for c in cells] == (
+        ["old-worker"] if seconds_ago is None else ["worker-a", "old-worker"]
+    )
+    assert workers[-1].classes == ["quiet"]
+    if seconds_ago is not None:
+        assert cells[0][4] == "7" and (workers[0].classes == ["quiet"]) == warned
+
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = "<img src=x onerror=alert(1)>"
+
+
+def test_markup_in_data_shows_as_text_on_every_page(signed_in, make_message):
+    message = make_message(
+        to=parse_addresses([f'"{IMG}" <ann@example.com>']), subject=f"{SCRIPT} order",
+        text=f"Body {SCRIPT} {IMG}", html=f"<p>{IMG}</p>",
+        attachments=[check_upload(f"{IMG}.txt", "text/plain", b"x")],
+    )  # fmt: skip
+    move_to(message, Status.FAILED, error=f"550 {SCRIPT} {IMG}")
+    for path in ("/messages", f"/messages/{message.id}", "/"):
+        response = signed_in.get(path)
+        html = response.get_data(as_text=True)
+        page = parse(html)
+        assert [s["src"] for s in page.find_all("script")] == ["/static/htmx.min.js"]
+        assert page.find_all("img") == []
+        assert not any(name.startswith("on") for e in page.iter() for name in e.attrs)
+        for text in (f"{SCRIPT} order", f'"{IMG}"', f"550 {SCRIPT} {IMG}"):
+            assert text in page.text, (path, text)
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+        assert "&lt;img src=x onerror=alert(1)&gt;" in html
+    page = parse(signed_in.get(f"/messages/{message.id}"))
+    assert page.find("pre", class_="body").text == f"Body {SCRIPT} {IMG}"
+    assert page.find("ul", class_="attachments").find("a").text == f"{IMG}.txt"
+    assert page.find("title").text.startswith(f"{SCRIPT} order")
+
+
+def test_compose_with_no_recipient_names_every_other_bad_field_too(signed_in):
+    form = {"to": "", "cc": "bob@", "priority": "high", "text": "hi",
+            "csrf_token": csrf(signed_in)}  # fmt: skip
+    response = signed_in.post("/messages/new", data=form)
+    assert response.status_code == 422
+    page = parse(response)
+    for name in ("to", "cc", "priority"):
+        assert field_box(page, name).find("p", class_="error").text.strip()
+    assert stored(Message) == 0
+
+
+def test_a_search_reads_a_window_of_ids_and_pages_on_to_older_ones(
+    signed_in, make_message, monkeypatch
+):
+    monkeypatch.setattr(reports, "SEARCH_WINDOW", 5)
+    ids = [make_message(subject=f"{'needle' if n in (1, 8) else 'hay'} {n}").id for n in range(10)]
+
+    def found(page) -> list[str]:  # type: ignore[no-untyped-def]
+        return [a.text for a in page.find("tbody", id="rows").find_all("a")]
+
+    first = parse(signed_in.get("/messages?q=needle"))
+    assert found(first) == ["needle 8"]
+    (older,) = [
+        a["href"] for a in first.find("nav", class_="pager").find_all("a") if a.text == "Older"
+    ]
+    assert f"before={ids[5]}" in older
+    second = parse(signed_in.get(older))
+    assert found(second) == ["needle 1"]
