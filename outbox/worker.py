@@ -113,6 +113,9 @@ class Worker:
     def _load(self, claims: list[queue.Claim]) -> dict[int, Message]:
         stmt = select(Message).where(Message.id.in_([c.id for c in claims]))
         rows = {row.id: row for row in db.session.execute(stmt).scalars()}
+        # Detached, the rows keep their loaded columns through the outcome commits
+        # instead of being expired and read again message by message.
+        db.session.expunge_all()
         db.session.commit()
         return rows
 
@@ -122,8 +125,10 @@ class Worker:
     ) -> None:  # fmt: skip
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         try:
-            attachments = queue.read_attachments(row.id) if row.attachment_count else []
-            db.session.commit()
+            attachments = []
+            if row.attachment_count:
+                attachments = queue.read_attachments(row.id)
+                db.session.commit()
             message = sender.build(row, attachments)
         except sender.BuildError as exc:
             queue.mark_failed(claim, utcnow(), None, str(exc))
