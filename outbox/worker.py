@@ -38,8 +38,9 @@ class Tally:
     sent: int = 0
     deferred: int = 0
     failed: int = 0
-    released: int = 0
-    lost: int = 0
+    released: int = 0  # handed back unstarted on a stop
+    reclaimed: int = 0  # taken back from workers that died
+    lost: int = 0  # outcomes not recorded because the claim had passed to another worker
 
     def add(self, other: "Tally") -> None:
         for name in self.__dataclass_fields__:
@@ -61,7 +62,7 @@ class Worker:
         """Send every due message, then return what happened (app context needed)."""
         config = current_app.config
         heartbeats.beat(self.worker_id, self.started_at, 0)
-        tally = Tally(lost=queue.release_stale(config["LOCK_TIMEOUT"]))
+        tally = Tally(reclaimed=queue.release_stale(config["LOCK_TIMEOUT"]))
         idle_since: float | None = None
         while not self.stop.is_set():
             claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"])

@@ -211,7 +211,7 @@ def test_a_dead_workers_claim_is_taken_back_and_delivered(smtp_app, smtp, make_m
     busy = make_message()
     queue.claim_batch("live-worker", 10)
     worker = Worker()
-    assert worker.drain() == Tally(sent=1, lost=1)
+    assert worker.drain() == Tally(sent=1, reclaimed=1)
     row = fresh(abandoned.id)
     assert (row.status, row.attempts, row.locked_by) == (Status.SENT, 2, None)
     lost, sent = attempts_of(abandoned.id)
