@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint clean
+.PHONY: run test soak lint clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The soak tests at full size (minutes); -s shows each scenario's summary line as it ends.
+soak: $(STAMP)
+	OUTBOX_SOAK=1 $(BIN)/python -m pytest -m soak -p no:randomly -s
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -8,7 +8,7 @@ from flask import Blueprint, Response, abort, current_app, g, jsonify, request, 
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
-from . import queue, tokens
+from . import openapi, queue, tokens
 from .drafts import Draft, DraftError, Upload, build_draft, check_upload
 from .extensions import db
 from .models import Message
@@ -52,9 +52,25 @@ def _error(code: int, message: str, **extra: Any) -> Response:
 @bp.errorhandler(HTTPException)
 def http_error(exc: HTTPException) -> Response:
     response = _error(exc.code or 500, exc.description or exc.name)
+    # Headers such as Allow (405) stay; the body is JSON whatever the exception would send.
+    extra = [(k, v) for k, v in exc.get_headers() if k.lower() != "content-type"]
+    response.headers.extend(extra)
     if exc.code == 401:
         response.headers["WWW-Authenticate"] = "Bearer"
     return response
+
+
+@bp.app_errorhandler(404)
+@bp.app_errorhandler(405)
+def unrouted(exc: HTTPException) -> Response | HTTPException:
+    """A URL under /api/ that no route takes, or takes by another method, is answered in JSON.
+
+    Routing fails before a blueprint is known, so the blueprint's own handler never sees
+    these; pages keep Werkzeug's answer.
+    """
+    if request.path.startswith("/api/"):
+        return http_error(exc)
+    return exc
 
 
 @bp.errorhandler(OperationalError)
@@ -63,7 +79,9 @@ def database_down(exc: DBAPIError) -> Response:
     """The database cannot be reached; anything else from it is a bug and stays a 500."""
     db.session.rollback()
     current_app.logger.warning("database unavailable: %s", exc.orig)
-    response = _error(503, "the database is unavailable; nothing was stored, try again")
+    # A COMMIT whose reply was lost may have landed: only a retry with the same
+    # Idempotency-Key is sure not to queue the message twice.
+    response = _error(503, "the database is unavailable; retry later with the same Idempotency-Key")
     response.headers["Retry-After"] = "5"
     return response
 
@@ -83,7 +101,10 @@ def authenticate() -> Response | None:
 def _request_fields() -> dict[str, Any]:
     """The message fields of a JSON, form or multipart body, checked uploads included."""
     if request.is_json:
-        body = request.get_json(silent=True)
+        try:
+            body = request.get_json(silent=True)
+        except RecursionError:  # nested deeper than the decoder goes: not a message either
+            body = None
         if not isinstance(body, dict):
             raise DraftError({"body": "must be a JSON object"})
         return body
@@ -151,6 +172,12 @@ def create_message() -> Response:
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return response
+
+
+@bp.get("/openapi.json")
+def describe() -> Response:
+    """The OpenAPI 3.1 description of this API."""
+    return jsonify(openapi.document())
 
 
 def _find(message_pk: int) -> Message:

@@ -20,6 +20,13 @@ RESERVED_HEADERS = {
     "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
     "mime-version", "content-type", "content-transfer-encoding", "sender",
 }  # fmt: skip
+# Every character str.splitlines() ends a line at: the email package folds header
+# values on these too, so any of them lets a value start a header of its own.
+LINE_BREAKS = r"\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
+LINE_BREAK = re.compile(f"[{LINE_BREAKS}]")
+# Neither a mail nor every database can hold these: NUL (PostgreSQL refuses it in text)
+# and lone surrogates, which JSON's "\ud800" escapes let in and UTF-8 cannot encode.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")  # RFC 5322 field-name: printable, no colon
 MIME_TYPE = re.compile(r"^[\w.+-]{1,127}/[\w.+-]{1,127}$")  # RFC 6838: 127 characters each
 # The longest header line RFC 5322 allows, and the width of the subject, from and
@@ -78,9 +85,23 @@ class Draft:
 
 
 def _no_line_breaks(value: str) -> str | None:
-    if "\r" in value or "\n" in value:
-        return "must not contain a line break (CR or LF)"
+    if LINE_BREAK.search(value):
+        return "must not contain a line break (CR, LF or another line separator)"
     return None
+
+
+def _unstorable(value: Any) -> bool:
+    """Whether any string in a field's value, however nested, holds NUL or a lone surrogate."""
+    pending = [value]  # a loop, not recursion: JSON may nest as deep as its decoder allows
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str) and UNSTORABLE.search(item):
+            return True
+        if isinstance(item, Mapping):
+            pending.extend([*item.keys(), *item.values()])
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
 
 
 def parse_addresses(values: Iterable[str]) -> list[str]:
@@ -131,6 +152,8 @@ def _optional_text(value: Any) -> str | None:
 def _priority(value: Any) -> int:
     if value is None or value == "":
         return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON has one kind of number: 5.0 is the whole number 5
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise ValueError("must be a whole number")
     try:
@@ -183,6 +206,8 @@ def check_upload(filename: str, content_type: str | None, data: bytes) -> Upload
     """One attachment with a safe file name and a well-formed content type."""
     if problem := _no_line_breaks(filename):
         raise ValueError(f"file name {problem}")
+    if UNSTORABLE.search(filename):
+        raise ValueError("file name must not contain NUL characters or lone surrogates")
     name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
     if not name:
         raise ValueError("every attachment needs a file name")
@@ -205,6 +230,8 @@ def _json_attachments(value: Any) -> list[Upload]:
     for item in value:
         if not isinstance(item, Mapping) or not isinstance(item.get("filename"), str):
             raise ValueError("each attachment needs a filename")
+        if not isinstance(item.get("content_type"), str | None):
+            raise ValueError(f"{item['filename']}: content_type must be a string")
         content = item.get("content")
         if not isinstance(content, str):
             raise ValueError(f"{item['filename']}: content must be a base64 string")
@@ -222,6 +249,9 @@ def build_draft(fields: Mapping[str, Any], default_sender: str | None) -> Draft:
     values: dict[str, Any] = {}
 
     def take(name: str, key: str, check: Any, *args: Any) -> None:
+        if _unstorable(fields.get(key)):
+            errors[key] = "must not contain NUL characters or lone surrogates"
+            return
         try:
             values[name] = check(fields.get(key), *args)
         except ValueError as exc:

@@ -9,7 +9,16 @@ from email.headerregistry import Address
 from email.utils import getaddresses, make_msgid, parseaddr
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Executable, Row, case, exists, select, update
+from sqlalchemy import (
+    ColumnElement,
+    CursorResult,
+    Executable,
+    Row,
+    case,
+    exists,
+    select,
+    update,
+)
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 from .drafts import Draft, Upload
@@ -22,6 +31,10 @@ CLAIM_TRIES = 8
 
 class MoveRefused(Exception):
     """The message is not in a status from which that move is allowed."""
+
+
+class Damaged(Exception):
+    """A message's stored attachments are incomplete; sent, it would be another mail."""
 
 
 @dataclass(frozen=True)
@@ -148,14 +161,25 @@ def find_by_key(source: str, idempotency_key: str) -> Message | None:
     return db.session.execute(stmt).scalar_one_or_none()
 
 
-def read_attachments(message_pk: int) -> list[tuple[str, str, bytes]]:
-    """One message's attachments as (filename, content type, data), chunk by chunk."""
+def read_attachments(message_pk: int, count: int | None = None) -> list[tuple[str, str, bytes]]:
+    """One message's attachments as (filename, content type, data), chunk by chunk.
+
+    Damaged if an attachment's chunks do not add up to the size it was stored with,
+    or, given count, if the message holds another number of attachments.
+    """
     found = []
     listing = select(Attachment).where(Attachment.message_pk == message_pk)
     for attachment in db.session.execute(listing.order_by(Attachment.id)).scalars():
         chunks = select(AttachmentChunk.data).where(AttachmentChunk.attachment_id == attachment.id)
-        parts = db.session.execute(chunks.order_by(AttachmentChunk.seq)).scalars()
-        found.append((attachment.filename, attachment.content_type, b"".join(parts)))
+        data = b"".join(db.session.execute(chunks.order_by(AttachmentChunk.seq)).scalars())
+        if len(data) != attachment.size:
+            raise Damaged(
+                f"attachment {attachment.filename!r} holds {len(data)} of its "
+                f"{attachment.size} bytes"
+            )
+        found.append((attachment.filename, attachment.content_type, data))
+    if count is not None and len(found) != count:
+        raise Damaged(f"{len(found)} of the message's {count} attachments are stored")
     return found
 
 
@@ -328,17 +352,11 @@ def renew(claims: Sequence[Claim], now: datetime) -> set[int]:
     return still
 
 
-def release(claims: Sequence[Claim]) -> int:
-    """Hand back claimed messages that were not started, as if never claimed."""
-    if not claims:
-        return 0
+def _hand_back(worker_id: str, *where: ColumnElement[bool]) -> int:
+    """Return this worker's matching claims to waiting, as if never claimed; commit."""
     stmt = (
         update(Message)
-        .where(
-            Message.id.in_([c.id for c in claims]),
-            Message.status == Status.SENDING.value,
-            Message.locked_by == claims[0].worker_id,
-        )
+        .where(Message.status == Status.SENDING.value, Message.locked_by == worker_id, *where)
         .values(
             status=case((Message.attempts == 0, Status.QUEUED.value), else_=Status.DEFERRED.value),
             locked_by=None,
@@ -348,6 +366,22 @@ def release(claims: Sequence[Claim]) -> int:
     count = _changed(stmt)
     db.session.commit()
     return count
+
+
+def release(claims: Sequence[Claim]) -> int:
+    """Hand back claimed messages that were not started, as if never claimed."""
+    if not claims:
+        return 0
+    return _hand_back(claims[0].worker_id, Message.id.in_([c.id for c in claims]))
+
+
+def release_held(worker_id: str) -> int:
+    """Hand back every claim this worker still holds.
+
+    For the start of a pass: a worker's passes never overlap, so a claim it holds
+    then was left by an error (a COMMIT whose reply was lost, a pass cut short).
+    """
+    return _hand_back(worker_id)
 
 
 def release_stale(lock_timeout: float, now: datetime | None = None) -> int:

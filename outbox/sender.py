@@ -10,6 +10,7 @@ from email.utils import getaddresses, parseaddr
 from flask import current_app
 from flask_mail import Attachment, Connection, Message, sanitize_address, sanitize_addresses
 
+from .drafts import LINE_BREAK
 from .models import Message as Row
 from .status import Outcome
 
@@ -34,7 +35,7 @@ def _addresses(column: str) -> list[str | tuple[str, str]]:
 
 
 def _breaks_line(texts: list[object]) -> bool:
-    return any("\r" in str(text) or "\n" in str(text) for text in texts)
+    return any(LINE_BREAK.search(str(text)) for text in texts)
 
 
 def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> Message:
@@ -49,11 +50,15 @@ def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> Message:
             raise BuildError("a header holds a line break")
         if not parseaddr(row.from_addr)[1]:
             raise BuildError(f"no sender address in {row.from_addr!r}")
+        to, cc, bcc = (_addresses(c) for c in (row.to_addrs, row.cc_addrs, row.bcc_addrs))
+        if not (to or cc or bcc):
+            # smtplib would refuse an empty recipient list with an empty error.
+            raise BuildError("no recipient address in to, cc or bcc")
         message = Message(
             subject=row.subject,
-            recipients=_addresses(row.to_addrs),
-            cc=_addresses(row.cc_addrs),
-            bcc=_addresses(row.bcc_addrs),
+            recipients=to,
+            cc=cc,
+            bcc=bcc,
             sender=row.from_addr,
             reply_to=row.reply_to,
             body=row.text_body if row.text_body is not None else "",

@@ -15,6 +15,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from apscheduler.schedulers.blocking import BlockingScheduler
 from flask import Flask, current_app
 from sqlalchemy import select
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from . import heartbeats, queue, sender
 from .extensions import db
@@ -31,6 +32,28 @@ EMPTY_CLAIM_PATIENCE = 2.0  # seconds
 def new_worker_id() -> str:
     """host:pid:random, unique across hosts and restarts."""
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def _through_outage(write, *args):  # type: ignore[no-untyped-def]
+    """Run a claim-guarded write, waiting out a database outage for up to LOCK_TIMEOUT.
+
+    The worker alone knows what became of the messages it holds; giving up on the
+    first error would leave them claimed until LOCK_TIMEOUT and send the one just
+    delivered again. The writes are guarded by the claim, so repeating one whose
+    commit did land changes nothing.
+    """
+    deadline = time.monotonic() + current_app.config["LOCK_TIMEOUT"]
+    delay = 0.1
+    while True:
+        try:
+            return write(*args)
+        except (OperationalError, InterfaceError) as exc:
+            db.session.rollback()
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("database unavailable, retrying in %.1fs: %s", delay, exc.orig)
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
 
 
 @dataclass
@@ -62,9 +85,18 @@ class Worker:
         """Send every due message, then return what happened (app context needed)."""
         config = current_app.config
         heartbeats.beat(self.worker_id, self.started_at, 0)
+        released = queue.release_held(self.worker_id)
+        if released:
+            log.warning("%s: handed back %d claims an earlier pass left", self.worker_id, released)
         tally = Tally(reclaimed=queue.release_stale(config["LOCK_TIMEOUT"]))
         idle_since: float | None = None
+        reclaimed_at = time.monotonic()
         while not self.stop.is_set():
+            if time.monotonic() - reclaimed_at > config["LOCK_TIMEOUT"] / 2:
+                # Also within a pass: draining a backlog can take hours, and a dead
+                # worker's claims would wait for all of it.
+                tally.reclaimed += queue.release_stale(config["LOCK_TIMEOUT"])
+                reclaimed_at = time.monotonic()
             claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"])
             if claims:
                 idle_since = None
@@ -90,16 +122,16 @@ class Worker:
         )
         tally, started = Tally(), time.monotonic()
         renewed = started
-        rows = self._load(claims)
+        rows = _through_outage(self._load, claims)
         pending = deque(claims)
         with sender.SmtpSession() as session:
             while pending:
                 if self.stop.is_set():
-                    tally.released += queue.release(list(pending))
+                    tally.released += _through_outage(queue.release, list(pending))
                     break
                 if time.monotonic() - renewed > config["LOCK_TIMEOUT"] / 4:
                     # Never send on a claim another worker may already have taken.
-                    held = queue.renew(list(pending), utcnow())
+                    held = _through_outage(queue.renew, list(pending), utcnow())
                     pending = deque(c for c in pending if c.id in held)
                     renewed = time.monotonic()
                     continue
@@ -128,11 +160,11 @@ class Worker:
         try:
             attachments = []
             if row.attachment_count:
-                attachments = queue.read_attachments(row.id)
+                attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
             message = sender.build(row, attachments)
-        except sender.BuildError as exc:
-            queue.mark_failed(claim, utcnow(), None, str(exc))
+        except (sender.BuildError, queue.Damaged) as exc:
+            _through_outage(queue.mark_failed, claim, utcnow(), None, str(exc))
             tally.failed += 1
             return
         # Renewed at most LOCK_TIMEOUT/4 ago; done within another half, the outcome
@@ -141,13 +173,17 @@ class Worker:
         del message, attachments
         now = utcnow()
         if result.outcome is Outcome.SENT:
-            recorded = queue.mark_sent(claim, now, result.error)
+            recorded = _through_outage(queue.mark_sent, claim, now, result.error)
             tally.sent += recorded
         elif result.outcome is Outcome.FAILED:
-            recorded = queue.mark_failed(claim, now, result.code, result.error or "failed")
+            recorded = _through_outage(
+                queue.mark_failed, claim, now, result.code, result.error or "failed"
+            )
             tally.failed += recorded
         else:
-            became = queue.mark_deferred(claim, now, result.code, result.error or "", retry)
+            became = _through_outage(
+                queue.mark_deferred, claim, now, result.code, result.error or "", retry
+            )
             recorded = became is not None
             tally.failed += became is Status.FAILED
             tally.deferred += became is Status.DEFERRED

@@ -161,6 +161,29 @@ def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message)
     ]
 
 
+def test_attachments_missing_a_chunk_or_a_row_are_damaged_not_read_short(app, make_message):
+    from sqlalchemy import delete
+
+    from outbox.drafts import Upload
+    from outbox.models import CHUNK_BYTES, Attachment, AttachmentChunk
+
+    big = bytes(range(256)) * (CHUNK_BYTES // 256 + 10)
+    uploads = [
+        Upload("a.bin", "application/octet-stream", big),
+        Upload("b.txt", "text/plain", b"hi"),
+    ]
+    message = make_message(attachments=uploads)
+    first, second = db.session.query(Attachment.id).order_by(Attachment.id).all()
+    assert len(queue.read_attachments(message.id, 2)) == 2
+    with pytest.raises(queue.Damaged, match="2 of the message's 3 attachments"):
+        queue.read_attachments(message.id, 3)
+    db.session.execute(delete(Attachment).where(Attachment.id == second.id))
+    db.session.execute(delete(AttachmentChunk).filter_by(attachment_id=first.id, seq=1))
+    db.session.commit()
+    with pytest.raises(queue.Damaged, match=f"holds {CHUNK_BYTES} of its {len(big)} bytes"):
+        queue.read_attachments(message.id)
+
+
 def test_timestamps_keep_microseconds(app, make_message):
     moment = datetime(2026, 3, 4, 5, 6, 7, 123456)
     message = make_message(now=moment)

@@ -117,7 +117,11 @@ def test_build_refuses_a_row_whose_header_holds_a_line_break(app, make_message, 
 
 @pytest.mark.parametrize(
     ("column", "value"),
-    [("headers", ["X-Campaign", "spring"]), ("from_addr", "<>")],
+    [
+        ("headers", ["X-Campaign", "spring"]),
+        ("from_addr", "<>"),
+        ("to_addrs", "undisclosed-recipients:;"),  # smtplib would raise SMTPRecipientsRefused({})
+    ],
 )
 def test_build_refuses_a_row_it_cannot_read(app, make_message, column, value):
     row = make_message()

@@ -162,6 +162,7 @@ def test_a_silent_server_times_out_and_leaves_no_claim(app, make_message):
         ("headers", ["X-Campaign", "spring"], "cannot build message: ValueError"),
         ("headers", {"X-Count": 5}, "cannot build message: AttributeError"),
         ("from_addr", "<>", "no sender address"),
+        ("to_addrs", "undisclosed-recipients:;", "no recipient address"),
     ],
 )
 def test_a_poison_message_fails_alone_and_its_batch_goes_out(
@@ -221,6 +222,20 @@ def test_a_dead_workers_claim_is_taken_back_and_delivered(smtp_app, smtp, make_m
     assert smtp.recorder.message_ids() == [row.message_id]
     row = fresh(busy.id)
     assert (row.status, row.locked_by) == (Status.SENDING, "live-worker")
+
+
+def test_a_claim_that_expires_during_a_long_pass_is_taken_back_in_that_pass(
+    smtp_app, smtp, make_message
+):
+    smtp_app.config.update(SMTP_TIMEOUT=0.2, LOCK_TIMEOUT=0.8, BATCH_SIZE=5)
+    smtp.recorder.delay = 0.05  # 30 messages: a pass of 1.5s, the claim expires within it
+    abandoned = make_message(now=utcnow() - timedelta(seconds=1))
+    queue.claim_batch("dead-worker", 10)
+    backlog = [make_message() for _ in range(30)]
+    assert Worker().drain() == Tally(sent=31, reclaimed=1)
+    assert fresh(abandoned.id).status == Status.SENT
+    assert smtp.recorder.message_ids()[-1] == fresh(abandoned.id).message_id
+    assert len(smtp.received) == len(backlog) + 1
 
 
 def test_a_send_that_would_outlast_its_claim_is_cut_off_and_deferred(smtp_app, smtp, make_message):

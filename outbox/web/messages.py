@@ -29,6 +29,9 @@ bp = Blueprint("messages", __name__, url_prefix="/messages")
 bp.before_request(login_required(lambda: None))
 
 TABS = ["all", *(status.value for status in Status)]
+# Longer than any subject; SQLite refuses LIKE patterns over 50,000 bytes.
+SEARCH_CHARS = 998
+ID_RANGE = range(1, 2**63)  # ids are 64-bit: past that, PostgreSQL and SQLite raise errors
 # What the HTML body of a message may do inside its iframe: show itself, nothing more.
 BODY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -51,6 +54,10 @@ def index() -> ResponseReturnValue:
         abort(404)
     search = request.args.get("q", "").strip() or None
     before = request.args.get("before", type=int)
+    if search and (len(search) > SEARCH_CHARS or "\0" in search):
+        abort(400, description=f"search for at most {SEARCH_CHARS} characters, without NUL")
+    if before is not None and before not in ID_RANGE:
+        abort(400, description="before must be a message id")
     page = reports.page(None if status == "all" else status, search, before)
     context = dict(page=page, status=status, search=search, before=before, tabs=TABS,
                    counts=reports.counts())  # fmt: skip
@@ -62,7 +69,7 @@ def index() -> ResponseReturnValue:
 
 
 def _message(message_pk: int) -> Message:
-    found = db.session.get(Message, message_pk) if message_pk < 2**63 else None
+    found = db.session.get(Message, message_pk) if message_pk in ID_RANGE else None
     if found is None:
         abort(404)
     return found
@@ -102,7 +109,7 @@ def html_body(message_pk: int) -> ResponseReturnValue:
 @bp.get("/<int:message_pk>/attachments/<int:attachment_id>")
 def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
     """One attachment, streamed chunk by chunk, always as a download."""
-    attachment = db.session.get(Attachment, attachment_id)
+    attachment = db.session.get(Attachment, attachment_id) if attachment_id in ID_RANGE else None
     if attachment is None or attachment.message_pk != message_pk:
         abort(404)
     chunk_ids = select(AttachmentChunk.seq).where(AttachmentChunk.attachment_id == attachment_id)

@@ -1,0 +1,153 @@
+"""Soak: many worker processes drain a big queue; workers killed or stopped on the way."""
+
+import random
+import time
+
+import pytest
+import sqlalchemy as sa
+
+from outbox.extensions import db
+from outbox.models import Message, utcnow
+from outbox.status import Status
+
+from .soak import (
+    ON_MARIADB,
+    ON_SERVERS,
+    SOAK,
+    Summary,
+    Workers,
+    outcomes,
+    overdue_claims,
+    sink_fixture,  # noqa: F401
+    size,
+    tally,
+    workers_fixture,  # noqa: F401
+)
+from .test_concurrency import enqueue_many, statuses, wait_until
+
+pytestmark = pytest.mark.soak
+
+
+def allow_attempts(count: int) -> None:
+    """Give every message count attempts, so that reclaims alone never fail one."""
+    db.session.execute(sa.update(Message).values(max_attempts=count))
+    db.session.commit()
+
+
+@pytest.mark.parametrize("db_kind", ON_SERVERS)
+def test_many_workers_send_every_message_exactly_once(app, sink, workers, db_kind, tmp_path):
+    count, width = size(50_000, 300), size(8, 4)
+    expected = enqueue_many(count)
+    pool = Workers(app, sink, tmp_path, BATCH_SIZE=size(100, 50))
+    workers.append(pool)
+    started = time.monotonic()
+    for _ in range(width):
+        pool.start("send-queued")
+    outputs = pool.finish(timeout=3600)
+    elapsed = time.monotonic() - started
+
+    duplicates, lost = tally(expected, sink.message_ids())
+    sent_by_each = [int(out.split("sent ")[-1].split(",")[0]) for out in outputs]
+    more = f"sent by each worker {sent_by_each}"
+    Summary(f"many workers, {db_kind}", count, width, 0, duplicates, lost, elapsed, more).show()
+    assert (duplicates, lost) == (0, 0)
+    assert sum(sent_by_each) == count
+    assert statuses() == {Status.SENT: count}
+    assert outcomes() == {"sent": count}
+
+
+def claim_age() -> float:
+    """Seconds since the oldest claim still in sending was made or renewed."""
+    oldest = db.session.execute(
+        sa.select(sa.func.min(Message.locked_at)).where(Message.status == Status.SENDING.value)
+    ).scalar()
+    db.session.commit()
+    return 0.0 if oldest is None else (utcnow() - oldest).total_seconds()
+
+
+@pytest.mark.parametrize("db_kind", ON_MARIADB)
+def test_killed_workers_lose_nothing_and_repeat_at_most_one_each(app, sink, workers, tmp_path):
+    count, width, lock_timeout = size(20_000, 300), 4, 3.0
+    expected = enqueue_many(count)
+    allow_attempts(100)
+    pool = Workers(app, sink, tmp_path, SMTP_TIMEOUT=0.5, LOCK_TIMEOUT=lock_timeout,
+                   POLL_INTERVAL=0.5, BATCH_SIZE=50)  # fmt: skip
+    workers.append(pool)
+    seed = random.randrange(1 << 30)
+    pick = random.Random(seed)
+    started = time.monotonic()
+    for _ in range(width):
+        pool.start()
+    kills, oldest = 0, 0.0
+    while statuses()[Status.QUEUED]:
+        time.sleep(pick.uniform(2.0, 5.0) if SOAK else pick.uniform(1.0, 2.5))
+        pool.kill(pick.choice(pool.running))
+        kills += 1
+        pool.start()
+        oldest = max(oldest, claim_age())
+    # The live workers take back what the killed ones held, once their claims expire.
+    wait_until(lambda: statuses() == {Status.SENT: count}, timeout=120)
+    elapsed = time.monotonic() - started
+    assert [pool.stop(p) for p in list(pool.running)] == [0] * width
+    assert pool.rescue() == "sent 0, deferred 0, failed 0\n"
+
+    duplicates, lost = tally(expected, sink.message_ids())
+    reclaimed = outcomes()["worker lost"]
+    more = f"claims taken back {reclaimed}, oldest claim seen {oldest:.1f}s, seed {seed}"
+    Summary("crashes", count, width, kills, duplicates, lost, elapsed, more).show()
+    assert lost == 0
+    # Each outcome is committed as soon as it is known: a kill repeats at most the
+    # message in hand.
+    assert duplicates <= kills
+    assert statuses() == {Status.SENT: count}
+    assert overdue_claims(0) == 0
+
+
+def held_by(process) -> int:  # type: ignore[no-untyped-def]
+    """Messages still claimed by the worker process."""
+    stmt = sa.select(sa.func.count()).where(
+        Message.status == Status.SENDING.value, Message.locked_by.like(f"%:{process.pid}:%")
+    )
+    found = db.session.execute(stmt).scalar_one()
+    db.session.commit()
+    return found
+
+
+def sent_ids() -> set[str]:
+    stmt = sa.select(Message.message_id).where(Message.status == Status.SENT.value)
+    found = set(db.session.execute(stmt).scalars())
+    db.session.commit()
+    return found
+
+
+@pytest.mark.parametrize("db_kind", ON_MARIADB)
+def test_sigterm_finishes_the_message_in_hand_and_hands_back_the_rest(app, sink, workers, tmp_path):
+    count, rounds = size(5_000, 300), size(8, 2)
+    expected = enqueue_many(count)
+    pool = Workers(app, sink, tmp_path, POLL_INTERVAL=60, BATCH_SIZE=50)
+    workers.append(pool)
+    pick = random.Random()
+    started, handed_back = time.monotonic(), 0
+    for _ in range(rounds):
+        before = sink.count()
+        worker = pool.start()
+        sink.wait_for(before + pick.randint(1, 120), timeout=120)
+        assert pool.stop(worker) == 0
+        log = pool.log(worker)
+        assert "SIGTERM received, stopping" in log and log.endswith("stopped\n"), log
+        handed_back += sum(int(line.rsplit("handed back ", 1)[1].split()[0])
+                           for line in log.splitlines() if "handed back" in line)  # fmt: skip
+        # Alone, the worker left nothing claimed, and what the server got is what is
+        # marked sent: the message in hand was finished and recorded.
+        assert held_by(worker) == 0
+        assert set(sink.message_ids()) == sent_ids()
+    pool.rescue()
+    elapsed = time.monotonic() - started
+
+    duplicates, lost = tally(expected, sink.message_ids())
+    more = f"SIGTERMs {rounds}, handed back {handed_back}"
+    Summary("graceful stop", count, 1, 0, duplicates, lost, elapsed, more).show()
+    assert (duplicates, lost) == (0, 0)
+    assert handed_back > 0
+    assert statuses() == {Status.SENT: count}
+    assert outcomes() == {"sent": count}
