@@ -227,14 +227,17 @@ def test_a_dead_workers_claim_is_taken_back_and_delivered(smtp_app, smtp, make_m
 def test_a_claim_that_expires_during_a_long_pass_is_taken_back_in_that_pass(
     smtp_app, smtp, make_message
 ):
-    smtp_app.config.update(SMTP_TIMEOUT=0.2, LOCK_TIMEOUT=0.8, BATCH_SIZE=5)
-    smtp.recorder.delay = 0.05  # 30 messages: a pass of 1.5s, the claim expires within it
-    abandoned = make_message(now=utcnow() - timedelta(seconds=1))
-    queue.claim_batch("dead-worker", 10)
-    backlog = [make_message() for _ in range(30)]
-    assert Worker().drain() == Tally(sent=31, reclaimed=1)
-    assert fresh(abandoned.id).status == Status.SENT
-    assert smtp.recorder.message_ids()[-1] == fresh(abandoned.id).message_id
+    smtp_app.config.update(SMTP_TIMEOUT=0.5, LOCK_TIMEOUT=2.0, BATCH_SIZE=5)
+    smtp.recorder.delay = 0.05  # 40 messages: a pass of 2s
+    backlog = [make_message() for _ in range(40)]
+    abandoned = make_message(now=utcnow() - timedelta(seconds=10))
+    # Claimed 1.5s ago: still held when the pass starts, expired half a second into it.
+    queue.claim_batch("dead-worker", 1, now=utcnow() - timedelta(seconds=1.5))
+    assert Worker().drain() == Tally(sent=41, reclaimed=1)
+    row = fresh(abandoned.id)
+    assert (row.status, row.attempts) == (Status.SENT, 2)
+    assert [a.outcome for a in attempts_of(abandoned.id)] == ["worker lost", "sent"]
+    assert smtp.recorder.message_ids()[-1] == row.message_id
     assert len(smtp.received) == len(backlog) + 1
 
 
