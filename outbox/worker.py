@@ -11,8 +11,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
-from apscheduler.schedulers.blocking import BlockingScheduler
 from flask import Flask, current_app
 from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
@@ -217,18 +217,20 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
 def run(app: Flask) -> None:
     """Drain now and then every POLL_INTERVAL seconds until SIGTERM or SIGINT."""
     worker = Worker()
-    scheduler = BlockingScheduler(timezone="UTC")
+    scheduler = BackgroundScheduler(timezone="UTC")
     busy = schedule(scheduler, app, worker)
-
-    def stop(signum: int, _frame: object) -> None:
-        log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
-        worker.stop.set()
-        scheduler.shutdown(wait=False)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+    stops = {signal.SIGTERM, signal.SIGINT}
+    # Blocked in this thread and so in every thread the scheduler starts, and taken
+    # here by sigwait. A Python handler runs only in the main thread: a signal the
+    # kernel handed to the busy drain thread waited until the scheduler's next wake-up,
+    # up to POLL_INTERVAL, while the pass went on claiming batches.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
     scheduler.start()
+    signum = signal.sigwait(stops)
+    log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
+    worker.stop.set()
+    scheduler.shutdown(wait=False)
     with busy:  # let the message in hand finish and the rest be handed back
         pass
     log.info("%s: stopped", worker.worker_id)
