@@ -1,0 +1,450 @@
+"""How fast `outbox send-queued` drains a full queue into a fast SMTP sink, run by hand.
+
+    .venv/bin/python bench/drain.py --messages 20000 --processes 4
+    .venv/bin/python bench/drain.py                  # 100,000 messages, 4 processes, MariaDB
+
+Fills the bench database named in --url with queued messages, measures the ceiling (a
+bare smtplib client per connection sending pre-built mails into the same sink), then
+starts --processes `outbox send-queued` processes at once and times them until the last
+exits. Prints messages/s, the share of the ceiling, what each process sent and its peak
+RSS, and whether every message arrived exactly once. See bench/README.md.
+"""
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import re
+import smtplib
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import timedelta
+from email.message import EmailMessage
+from email.policy import SMTP
+from pathlib import Path
+from typing import Any, cast
+
+import dataset
+import smtpsink
+import sqlalchemy as sa
+from flask import Flask
+from flask_migrate import upgrade
+
+from outbox.config import DEFAULTS
+from outbox.extensions import db
+from outbox.models import CHUNK_BYTES, Attachment, AttachmentChunk, Attempt, Message, utcnow
+from outbox.status import Outcome, Status
+
+DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_drain?charset=utf8mb4"
+WORKER = [sys.executable, "-m", "outbox.cli", "send-queued"]
+PY_SPY = Path(sys.executable).parent / "py-spy"
+SENDER = "Acme <noreply@example.com>"
+CHUNK = 5_000  # messages per INSERT batch and transaction while filling
+CHUNK_DATA = 32 * 1024 * 1024  # bytes of attachment data per transaction, at most
+WRAPPERS = re.compile(r"runpy|/click/|outbox/cli\.py$")
+TALLY = re.compile(r"sent (\d+), deferred (\d+), failed (\d+)")
+MESSAGES = cast(sa.Table, Message.__table__)
+ATTACHMENTS = cast(sa.Table, Attachment.__table__)
+CHUNKS = cast(sa.Table, AttachmentChunk.__table__)
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=DEFAULT_URL, help="bench database (dropped and refilled)")
+    parser.add_argument("--messages", type=int, default=100_000, help="queued messages to drain")
+    parser.add_argument("--processes", type=int, default=4, help="send-queued processes at once")
+    parser.add_argument("--batch", type=int, help="OUTBOX_BATCH_SIZE (default: the app's)")
+    parser.add_argument("--threads", type=int, help="OUTBOX_THREADS, if the config has it")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="any other setting, passed as OUTBOX_NAME; repeatable",
+    )
+    parser.add_argument(
+        "--attachments-kb",
+        type=int,
+        default=0,
+        help="one attachment of this many KiB per message (0: none)",
+    )
+    parser.add_argument("--smtp", metavar="HOST:PORT", help="send to this server, not smtp-sink")
+    parser.add_argument(
+        "--sink-cmd",
+        metavar="COMMAND",
+        help="start this server instead of smtp-sink ({addr} = host:port)",
+    )
+    parser.add_argument(
+        "--no-record",
+        action="store_true",
+        help="smtp-sink keeps no dump; exactly-once is checked in the database",
+    )
+    parser.add_argument(
+        "--ceiling-seconds",
+        type=float,
+        default=5.0,
+        help="how long each ceiling run sends (0: skip the ceiling)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="run the first process under py-spy and print its top functions",
+    )
+    return parser.parse_args(argv)
+
+
+def settings(args: argparse.Namespace) -> dict[str, str]:
+    """The OUTBOX_* settings the options ask for; refuse names the config does not have."""
+    wanted = dict(item.split("=", 1) for item in args.set)
+    if args.batch is not None:
+        wanted["BATCH_SIZE"] = str(args.batch)
+    if args.threads is not None:
+        wanted["THREADS"] = str(args.threads)
+    unknown = sorted(name for name in wanted if name not in DEFAULTS)
+    if unknown:
+        sys.exit(f"this outbox has no setting {', '.join(unknown)} (see outbox/config.py)")
+    return {f"OUTBOX_{name}": value for name, value in wanted.items()}
+
+
+# ---- filling the queue
+
+
+def queued_rows(count: int, attachments: int = 0, seed: int = 7) -> Any:
+    """Messages 1..count as queued, due now, CHUNK at a time: small transactional mails."""
+    rng = random.Random(seed)
+    now = utcnow()
+    start = now - timedelta(hours=1)
+    for first in range(1, count + 1, CHUNK):
+        rows = []
+        for pk in range(first, min(first + CHUNK, count + 1)):
+            created = start + timedelta(hours=1) * (pk / (count + 1))
+            row, _ = dataset._row(pk, Status.QUEUED, created, now, rng)
+            if row["html_body"] is None:  # every one with both a text and an HTML part
+                row["html_body"] = dataset._bodies(rng, "there")[1]
+            row["attachment_count"] = attachments
+            rows.append(row)
+        yield rows
+
+
+def _attachment_rows(messages: list[dict[str, Any]], payloads: list[bytes]) -> Any:
+    """Attachment and chunk rows for messages, a bounded amount of data at a time."""
+    attachments: list[dict[str, Any]] = []
+    chunks: list[dict[str, Any]] = []
+    held = 0
+    for message in messages:
+        for n, payload in enumerate(payloads):
+            pk = message["id"] * len(payloads) + n
+            attachments.append(dict(id=pk, message_pk=message["id"], size=len(payload),
+                                    filename=f"report-{n + 1}.pdf",
+                                    content_type="application/pdf"))  # fmt: skip
+            for seq, at in enumerate(range(0, len(payload), CHUNK_BYTES)):
+                chunks.append(dict(attachment_id=pk, seq=seq, data=payload[at : at + CHUNK_BYTES]))
+                held += min(CHUNK_BYTES, len(payload) - at)
+                if held >= CHUNK_DATA:
+                    yield attachments, chunks
+                    attachments, chunks, held = [], [], 0
+    if attachments or chunks:
+        yield attachments, chunks
+
+
+def fill(count: int, attachment_sizes: list[int]) -> None:
+    """Insert count queued messages (each with attachments of those sizes); print the rate."""
+    payloads = [os.urandom(size) for size in attachment_sizes]  # incompressible, like a PDF
+    began = time.perf_counter()
+    for rows in queued_rows(count, len(payloads)):
+        db.session.execute(sa.insert(MESSAGES), rows)
+        for attachments, chunks in _attachment_rows(rows, payloads):
+            if attachments:
+                db.session.execute(sa.insert(ATTACHMENTS), attachments)
+            if chunks:
+                db.session.execute(sa.insert(CHUNKS), chunks)
+            db.session.commit()
+        db.session.commit()
+    took = time.perf_counter() - began
+    print(f"filled {count:,} queued messages in {took:.1f} s ({count / took:,.0f}/s)")
+    if db.engine.dialect.name == "postgresql":  # explicit ids leave the sequences behind
+        for table in ("messages", "attachments"):
+            top = f"(SELECT coalesce(max(id), 0) + 1 FROM {table})"
+            db.session.execute(
+                sa.text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), {top}, false)")
+            )
+        db.session.commit()
+
+
+def prepare(url: str, count: int, attachment_sizes: list[int]) -> Flask:
+    """A freshly created and migrated bench database holding count queued messages."""
+    dataset.database(url, recreate=True)  # refuses a name without "bench"
+    app = dataset.make_app(url)
+    with app.app_context():
+        upgrade()
+        fill(count, attachment_sizes)
+        db.engine.dispose()
+    return app
+
+
+# ---- the ceiling: bare smtplib into the same server
+
+
+def sample_mail(attachment_sizes: list[int]) -> tuple[str, list[str], bytes]:
+    """One mail of the kind the queue holds, as bytes, with its envelope."""
+    rows = next(queued_rows(1))
+    row = rows[0]
+    mail = EmailMessage(policy=SMTP)
+    mail["From"], mail["To"], mail["Subject"] = row["from_addr"], row["to_addrs"], row["subject"]
+    mail["Message-ID"] = row["message_id"]
+    mail.set_content(row["text_body"])
+    mail.add_alternative(row["html_body"], subtype="html")
+    for n, size in enumerate(attachment_sizes):
+        mail.add_attachment(os.urandom(size), "application", "pdf", filename=f"report-{n}.pdf")
+    recipients = [addr.strip() for addr in row["to_addrs"].split(",")]
+    return "noreply@example.com", recipients, mail.as_bytes()
+
+
+def _blast(address: tuple[str, int], mail: tuple[str, list[str], bytes], seconds: float,
+           start: Any, results: Any) -> None:  # fmt: skip
+    """Send the same mail over one connection for seconds; report (sent, seconds taken)."""
+    sender, recipients, data = mail
+    with smtplib.SMTP(*address, timeout=30) as smtp:
+        smtp.ehlo()
+        start.wait()
+        began = time.perf_counter()
+        sent = 0
+        while time.perf_counter() - began < seconds:
+            smtp.sendmail(sender, recipients, data)
+            sent += 1
+        results.put((sent, time.perf_counter() - began))
+
+
+def ceiling(address: tuple[str, int], connections: int, seconds: float, mail: Any) -> float:
+    """Mails/s that connections bare smtplib clients, one process each, get through."""
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(connections), context.Queue()
+    clients = [context.Process(target=_blast, args=(address, mail, seconds, start, results))
+               for _ in range(connections)]  # fmt: skip
+    for client in clients:
+        client.start()
+    done = [results.get(timeout=seconds + 60) for _ in clients]
+    for client in clients:
+        client.join()
+    return sum(sent / took for sent, took in done)
+
+
+# ---- the drain
+
+
+@dataclass
+class Run:
+    """One send-queued process: its output files, exit code, peak RSS and end time."""
+
+    process: subprocess.Popen[bytes]
+    stdout: Path
+    stderr: Path
+    code: int | None = None
+    peak_kib: int = 0
+    ended: float = 0.0
+
+    def wait(self) -> None:
+        _, status, usage = os.wait4(self.process.pid, 0)
+        self.ended = time.perf_counter()
+        self.code = self.process.returncode = os.waitstatus_to_exitcode(status)
+        self.peak_kib = usage.ru_maxrss  # KiB on Linux; with py-spy, the larger of the two
+
+    def tally(self) -> tuple[int, int, int] | None:
+        found = TALLY.findall(self.stdout.read_text(errors="replace"))
+        return tuple(map(int, found[-1])) if found else None  # type: ignore[return-value]
+
+
+def worker_env(url: str, host: str, port: int, folder: Path, extra: dict[str, str]) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    env.update(OUTBOX_DATABASE_URL=url, OUTBOX_INSTANCE_PATH=str(folder),
+               OUTBOX_MAIL_SERVER=host, OUTBOX_MAIL_PORT=str(port),
+               OUTBOX_MAIL_DEFAULT_SENDER="outbox@example.com", **extra)  # fmt: skip
+    return env
+
+
+def drain(processes: int, env: dict, folder: Path, profile: Path | None) -> tuple[float, list[Run]]:
+    """Start the processes at once; the seconds until the last exits, and each run."""
+    runs = []
+    began = time.perf_counter()
+    for n in range(processes):
+        argv = WORKER
+        if profile is not None and n == 0:
+            argv = [str(PY_SPY), "record", "--idle", "--rate", "100", "--format", "speedscope",
+                    "--output", str(profile), "--", *WORKER]  # fmt: skip
+        out, err = folder / f"worker-{n}.out", folder / f"worker-{n}.err"
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            process = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr)
+        runs.append(Run(process, out, err))
+    waiters = [threading.Thread(target=run.wait) for run in runs]
+    for waiter in waiters:
+        waiter.start()
+    for waiter in waiters:
+        waiter.join()
+    return max(run.ended for run in runs) - began, runs
+
+
+# ---- checking
+
+
+def database_check(app: Flask, count: int) -> tuple[list[str], list[str]]:
+    """Problems the tables show, and every Message-ID the queue holds."""
+    problems = []
+    with app.app_context():
+        statuses = dict(db.session.execute(
+            sa.select(Message.status, sa.func.count()).group_by(Message.status)).all())  # fmt: skip
+        if statuses != {Status.SENT.value: count}:
+            problems.append(f"statuses {statuses}, expected {{'sent': {count}}}")
+        per_message = (sa.select(Attempt.message_pk, sa.func.count().label("n"))
+                       .where(Attempt.outcome == Outcome.SENT.value)
+                       .group_by(Attempt.message_pk).subquery())  # fmt: skip
+        # {attempts with outcome sent: messages with that many}
+        tries = sa.select(per_message.c.n, sa.func.count()).group_by(per_message.c.n)
+        spread = dict(db.session.execute(tries).all())
+        if spread != {1: count}:
+            problems.append(f"messages by sent attempts: {spread}, expected {{1: {count}}}")
+        ids = list(db.session.execute(sa.select(Message.message_id)).scalars())
+        db.session.commit()
+        db.engine.dispose()
+    return problems, ids
+
+
+def sink_check(sink: smtpsink.Sink, expected: list[str]) -> tuple[int, int, int]:
+    """(duplicates, lost, unknown) Message-IDs in what the sink recorded."""
+    received = sink.message_ids()
+    wanted = {mid.encode() for mid in expected}
+    duplicates = sum(n - 1 for n in received.values() if n > 1)
+    return duplicates, len(wanted - received.keys()), len(received.keys() - wanted)
+
+
+# ---- the profile
+
+
+def top_functions(path: Path, limit: int = 15) -> str:
+    """The busiest thread's top functions by own and total time, from a speedscope file."""
+    profile = json.loads(path.read_text())
+    frames = profile["shared"]["frames"]
+    names = [f"{f['name']} ({Path(f.get('file') or '?').name})" for f in frames]
+    # Frames every sample passes through (runpy, click) only say "the command ran".
+    wrappers = {n for n, f in zip(names, frames, strict=True) if WRAPPERS.search(f.get("file", ""))}
+    threads = sorted(profile["profiles"], key=lambda t: -sum(t["weights"]))
+    own: Counter[str] = Counter()
+    total: Counter[str] = Counter()
+    main = threads[0]
+    for stack, weight in zip(main["samples"], main["weights"], strict=True):
+        if stack:
+            own[names[stack[-1]]] += weight
+        for name in {names[i] for i in stack} - wrappers:
+            total[name] += weight
+    seconds = sum(main["weights"])
+    others = ", ".join(f"{t['name']} {sum(t['weights']):.1f} s" for t in threads[1:])
+    lines = [f"{main['name']}: {seconds:.1f} s sampled, idle included (py-spy --idle)",
+             f"  other threads: {others or 'none'}"]  # fmt: skip
+    for title, counts in (("own", own), ("total", total)):
+        lines.append(f"  top by {title} time:")
+        lines += [f"    {n / seconds:6.1%}  {name}" for name, n in counts.most_common(limit)]
+    return "\n".join(lines)
+
+
+# ---- the run
+
+
+def measure_ceilings(args: argparse.Namespace, mail: Any) -> dict[str, float]:
+    """Ceiling mails/s at --processes connections, per kind of server."""
+    found: dict[str, float] = {}
+    if args.ceiling_seconds <= 0:
+        return found
+    if args.smtp:
+        host, port = args.smtp.rsplit(":", 1)
+        found["given server"] = ceiling(
+            (host, int(port)), args.processes, args.ceiling_seconds, mail
+        )
+        return found
+    kinds = (
+        [("sink-cmd", False)] if args.sink_cmd else [("smtp-sink", False), ("smtp-sink -D", True)]
+    )
+    for name, record in kinds:
+        with smtpsink.Sink(record=record, command=args.sink_cmd) as sink:
+            rate = ceiling((sink.host, sink.port), args.processes, args.ceiling_seconds, mail)
+        found[name] = rate
+        print(f"ceiling, {name}, {args.processes} connections: {rate:,.0f} mails/s", flush=True)
+    return found
+
+
+def report(args: argparse.Namespace, elapsed: float, runs: list[Run], ceilings: dict) -> None:
+    rate = args.messages / elapsed
+    print(f"\ndrained {args.messages:,} in {elapsed:.1f} s: {rate:,.0f} messages/s")
+    used = "smtp-sink" if args.no_record else "smtp-sink -D"
+    base = ceilings.get(used) or next(iter(ceilings.values()), None)
+    if base:
+        print(f"  {rate / base:.0%} of the ceiling ({base:,.0f} mails/s)")
+    for n, run in enumerate(runs):
+        tally = run.tally()
+        said = "sent {}, deferred {}, failed {}".format(*tally) if tally else "no tally line"
+        print(f"  process {n}: exit {run.code}, {said}, peak RSS {run.peak_kib / 1024:.0f} MiB,"
+              f" exited {run.ended - min(r.ended for r in runs):.1f} s after the first"
+              + (" (under py-spy)" if args.profile and n == 0 else ""))  # fmt: skip
+        if run.code != 0 or tally is None:
+            print("    stderr ends: " + run.stderr.read_text(errors="replace")[-2000:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    extra = settings(args)
+    sizes = [args.attachments_kb * 1024] if args.attachments_kb else []
+    print(f"load average {os.getloadavg()[0]:.2f}; settings: BATCH_SIZE="
+          f"{args.batch or DEFAULTS['BATCH_SIZE']} {extra}")  # fmt: skip
+    app = prepare(args.url, args.messages, sizes)
+    ceilings = measure_ceilings(args, sample_mail(sizes))
+    folder = Path(tempfile.mkdtemp(prefix="outbox-drain-"))
+    sink = None
+    if args.smtp:
+        host, port = args.smtp.rsplit(":", 1)
+    else:
+        sink = smtpsink.Sink(record=not args.no_record, command=args.sink_cmd)
+        host, port = sink.host, str(sink.port)
+    profile = folder / "profile.speedscope.json" if args.profile else None
+    try:
+        env = worker_env(args.url, host, int(port), folder, extra)
+        elapsed, runs = drain(args.processes, env, folder, profile)
+        report(args, elapsed, runs, ceilings)
+        ok = verdict(app, args.messages, sink)
+    finally:
+        if sink is not None:
+            sink.close()
+    if profile is not None:
+        print(f"\nprofile of process 0 ({profile}):")
+        print(top_functions(profile) if profile.exists() else "  py-spy wrote no profile")
+    print(f"load average {os.getloadavg()[0]:.2f}; worker output in {folder}")
+    return 0 if ok else 1
+
+
+def verdict(app: Flask, count: int, sink: smtpsink.Sink | None) -> bool:
+    """Print whether every message went out exactly once; True if so."""
+    problems, expected = database_check(app, count)
+    received = sink.received() if sink is not None else None
+    if received is not None:
+        print(f"  the sink counted {received:,} mails")
+        if received != count:
+            problems.append(f"the sink counted {received:,} mails, expected {count:,}")
+    if sink is not None and sink.record:
+        sink.stop()
+        duplicates, lost, unknown = sink_check(sink, expected)
+        print(f"  sink dump: {duplicates} duplicates, {lost} lost, {unknown} unknown Message-IDs")
+        if duplicates or lost or unknown:
+            problems.append("the sink's Message-IDs do not match the queue")
+    else:
+        print("  no sink dump: exactly-once checked in the database only")
+    for problem in problems:
+        print(f"  PROBLEM: {problem}")
+    print(f"exactly once: {'yes' if not problems else 'NO'}")
+    return not problems
+
+
+if __name__ == "__main__":
+    sys.exit(main())
