@@ -189,3 +189,14 @@ class WorkerBeat(Base):
     started_at: Mapped[datetime] = mapped_column(Timestamp)
     last_seen_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
     sent: Mapped[int] = mapped_column(BigInteger, default=0)
+
+
+class AttemptHour(Base):
+    """Sent and failed attempts of one settled hour, counted once for the dashboard's chart."""
+
+    __tablename__ = "attempt_hours"
+
+    hour_at: Mapped[datetime] = mapped_column(Timestamp, primary_key=True)
+    sent: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    counted_at: Mapped[datetime] = mapped_column(Timestamp)

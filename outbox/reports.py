@@ -1,15 +1,21 @@
 """Read-only queries behind the staff pages, each bounded whatever the table's size."""
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import func, literal_column, or_, select
+from flask import current_app
+from sqlalchemy import Table, func, literal_column, or_, select
+from sqlalchemy.dialects import mysql, postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import load_only
 
 from .extensions import db
-from .models import Attempt, Message, utcnow
+from .models import Attempt, AttemptHour, Message, utcnow
 from .status import CLAIMABLE, Outcome, Status
+
+log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
 # Counting stops here: an exact count of a million sent rows costs more than the
@@ -130,10 +136,24 @@ class Hour:
     failed: int
 
 
-def hourly(now: datetime | None = None) -> list[Hour]:
-    """Attempts that sent or failed a message, per hour over the last 24 hours."""
-    now = (now or utcnow()).replace(minute=0, second=0, microsecond=0)
-    since = now - timedelta(hours=23)
+# A worker's clock may run this far ahead of or behind the web server's.
+CLOCK_SKEW = timedelta(minutes=1)
+ROLLUP = cast(Table, AttemptHour.__table__)
+
+
+def settled_before(now: datetime) -> datetime:
+    """The end of the last hour whose attempts can no longer change.
+
+    An attempt is written with finished_at taken before its commit, and a worker
+    waits out a database outage for up to LOCK_TIMEOUT before giving up on the
+    write; so an hour takes LOCK_TIMEOUT (plus clock skew) after its end to settle.
+    """
+    lag = timedelta(seconds=current_app.config["LOCK_TIMEOUT"]) + CLOCK_SKEW
+    return (now - lag).replace(minute=0, second=0, microsecond=0)
+
+
+def _count_hours(since: datetime) -> dict[datetime, Hour]:
+    """Sent and failed attempts per hour from since on, straight from ix_attempts_finished."""
     bucket = _hour(Attempt.finished_at)
     stmt = (
         select(bucket, Attempt.outcome, func.count())
@@ -146,5 +166,54 @@ def hourly(now: datetime | None = None) -> list[Hour]:
         if isinstance(start, str):
             start = datetime.fromisoformat(start)
         found[(start.replace(tzinfo=None), outcome)] = number
-    hours = [since + timedelta(hours=n) for n in range(24)]
-    return [Hour(h, found.get((h, "sent"), 0), found.get((h, "failed"), 0)) for h in hours]
+    starts = {start for start, _ in found}
+    return {h: Hour(h, found.get((h, "sent"), 0), found.get((h, "failed"), 0)) for h in starts}
+
+
+def _store_hours(hours: list[Hour], now: datetime) -> None:
+    """Keep settled hours in attempt_hours; an hour another process stored first stays as it is.
+
+    Both counted the same settled attempts, so either row is right, and the primary
+    key keeps an hour from being stored twice. Storing only saves later requests the
+    count: if it fails (a deadlock between two first views), the page still shows
+    what it counted.
+    """
+    rows = [{"hour_at": h.start, "sent": h.sent, "failed": h.failed, "counted_at": now}
+            for h in hours]  # fmt: skip
+    dialect = db.engine.dialect.name
+    if dialect == "postgresql":
+        stmt: Any = postgresql.insert(ROLLUP).on_conflict_do_nothing()
+    elif dialect in ("mysql", "mariadb"):
+        stmt = mysql.insert(ROLLUP)
+        stmt = stmt.on_duplicate_key_update(hour_at=stmt.inserted.hour_at)
+    else:
+        stmt = sqlite.insert(ROLLUP).on_conflict_do_nothing()
+    try:
+        with db.engine.begin() as conn:  # its own short transaction, not the request's
+            conn.execute(stmt, rows)
+    except DBAPIError as exc:
+        log.warning("hourly chart: could not store %d counted hours: %s", len(rows), exc.orig)
+
+
+def hourly(now: datetime | None = None) -> list[Hour]:
+    """Attempts that sent or failed a message, per hour over the last 24 hours.
+
+    Settled hours are counted once and kept in attempt_hours; only the hours since
+    (at most two) are counted from the attempts on every view, so the page costs the
+    same whether the table holds a thousand attempts or a hundred million.
+    """
+    now = now or utcnow()
+    this_hour = now.replace(minute=0, second=0, microsecond=0)
+    hours = [this_hour - timedelta(hours=n) for n in range(23, -1, -1)]
+    settled = settled_before(now)
+    kept = select(AttemptHour).where(AttemptHour.hour_at >= hours[0], AttemptHour.hour_at < settled)
+    shown = {r.hour_at: Hour(r.hour_at, r.sent, r.failed) for r in db.session.scalars(kept)}
+    missing = [h for h in hours if h < settled and h not in shown]
+    live = [h for h in hours if h >= settled]
+    counted = _count_hours(min(missing + live))
+    fresh = [counted.get(h, Hour(h, 0, 0)) for h in missing]
+    if fresh:
+        _store_hours(fresh, now)
+    shown.update({h.start: h for h in fresh})
+    shown.update({h: counted.get(h, Hour(h, 0, 0)) for h in live})
+    return [shown[h] for h in hours]

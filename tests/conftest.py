@@ -28,7 +28,7 @@ POSTGRES_URL = os.environ.get(
 )
 SERVER_URLS = {"mariadb": MARIADB_URL, "postgres": POSTGRES_URL}
 TABLES = ("attachment_chunks", "attachments", "attempts", "messages", "api_tokens", "users",
-          "sign_in_failures", "workers")  # fmt: skip
+          "sign_in_failures", "workers", "attempt_hours")  # fmt: skip
 
 
 def _admin(url: str, statement: str) -> None:

@@ -1,0 +1,155 @@
+"""The dashboard's hourly chart: settled hours kept in attempt_hours, the rest counted live."""
+
+import subprocess
+import sys
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+
+import pytest
+from sqlalchemy import delete, select
+
+from outbox import reports
+from outbox.extensions import db
+from outbox.models import Attempt, AttemptHour
+
+NOW = datetime(2030, 1, 10, 12, 10, 0)  # ten minutes into an hour: the last one not yet settled
+OUTCOMES = ["sent", "sent", "sent", "failed", "deferred", "worker_lost"]
+
+
+@pytest.fixture
+def message_pk(make_message) -> int:  # type: ignore[no-untyped-def]
+    return make_message(now=NOW - timedelta(days=2)).id
+
+
+def add_attempts(message_pk: int, moments: list[tuple[datetime, str]]) -> None:
+    db.session.add_all(
+        Attempt(message_pk=message_pk, started_at=at - timedelta(seconds=1), finished_at=at,
+                worker_id="w1", outcome=outcome)
+        for at, outcome in moments
+    )  # fmt: skip
+    db.session.commit()
+
+
+def spread(since: datetime, until: datetime, step: timedelta) -> list[tuple[datetime, str]]:
+    """Attempts every step from since to until, cycling through the outcomes."""
+    found, at, n = [], since, 0
+    while at < until:
+        found.append((at, OUTCOMES[n % len(OUTCOMES)]))
+        at, n = at + step, n + 1
+    return found
+
+
+def by_hour(now: datetime) -> list[tuple[datetime, int, int]]:
+    """The 24 hours up to now straight from every attempt row, bucketed here, not in SQL."""
+    tally: Counter[tuple[datetime, str]] = Counter()
+    for finished_at, outcome in db.session.execute(select(Attempt.finished_at, Attempt.outcome)):
+        tally[(finished_at.replace(minute=0, second=0, microsecond=0), outcome)] += 1
+    db.session.commit()
+    this_hour = now.replace(minute=0, second=0, microsecond=0)
+    hours = [this_hour - timedelta(hours=n) for n in range(23, -1, -1)]
+    return [(h, tally[(h, "sent")], tally[(h, "failed")]) for h in hours]
+
+
+def chart(now: datetime) -> list[tuple[datetime, int, int]]:
+    found = [(h.start, h.sent, h.failed) for h in reports.hourly(now)]
+    db.session.commit()
+    return found
+
+
+def kept() -> dict[datetime, tuple[int, int]]:
+    rows = db.session.scalars(select(AttemptHour).order_by(AttemptHour.hour_at)).all()
+    db.session.commit()
+    return {r.hour_at: (r.sent, r.failed) for r in rows}
+
+
+def test_an_hour_settles_lock_timeout_and_a_minute_after_its_end(app):
+    app.config["LOCK_TIMEOUT"] = 900.0
+    assert reports.settled_before(datetime(2030, 1, 10, 12, 15, 59)) == datetime(2030, 1, 10, 11)
+    assert reports.settled_before(datetime(2030, 1, 10, 12, 16, 0)) == datetime(2030, 1, 10, 12)
+
+
+def test_chart_equals_a_direct_count_as_hours_settle_and_more_attempts_arrive(app, message_pk):
+    # Two days of attempts every 7 minutes 13 seconds, with some on the hour boundaries.
+    add_attempts(message_pk, spread(NOW - timedelta(days=2), NOW, timedelta(minutes=7, seconds=13)))
+    edges = [datetime(2030, 1, 10, 9), datetime(2030, 1, 10, 9, 59, 59, 999999)]
+    add_attempts(message_pk, [(edges[0], "sent"), (edges[1], "failed")])
+    assert chart(NOW) == by_hour(NOW)
+    # At 12:10 the hours before 11:00 are settled (LOCK_TIMEOUT 900 s plus a minute): 22 kept.
+    first = datetime(2030, 1, 9, 13)
+    assert sorted(kept()) == [first + timedelta(hours=n) for n in range(22)]
+    assert [kept()[h] for h, _, _ in by_hour(NOW)[:22]] == [(s, f) for _, s, f in by_hour(NOW)[:22]]
+
+    # A late outcome of the open 11:00 hour, and more in the current one, after the first view.
+    add_attempts(message_pk, [(datetime(2030, 1, 10, 11, 59, 59), "sent"),
+                              (datetime(2030, 1, 10, 12, 9), "failed")])  # fmt: skip
+    assert chart(NOW) == by_hour(NOW)
+    later = NOW + timedelta(minutes=10)  # 12:20: now 11:00 settles and is kept with the late one
+    add_attempts(message_pk, [(datetime(2030, 1, 10, 12, 19), "sent")])
+    assert chart(later) == by_hour(later)
+    assert kept()[datetime(2030, 1, 10, 11)] == by_hour(later)[-2][1:]
+    assert datetime(2030, 1, 10, 12) not in kept()
+
+    next_day = NOW + timedelta(hours=25)  # 13:10 the next day: from 14:00 on, 22 more hours
+    add_attempts(message_pk, spread(NOW + timedelta(minutes=20), next_day, timedelta(minutes=11)))
+    assert chart(next_day) == by_hour(next_day)
+    hours = [first + timedelta(hours=n) for n in range(23 + 2 + 22)]
+    assert sorted(kept()) == hours[:23] + hours[25:]
+    assert all(kept()[h] == (s, f) for h, s, f in by_hour(next_day)[:-2])
+
+
+def test_a_kept_hour_is_not_counted_again(app, message_pk):
+    add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=5)))
+    before = chart(NOW)
+    assert before == by_hour(NOW)
+    # An attempt that turns up in a settled hour (which workers never write) stays unseen:
+    # the chart reads that hour from attempt_hours, not from the attempts.
+    add_attempts(message_pk, [(datetime(2030, 1, 10, 5, 30), "sent")])
+    assert chart(NOW) == before != by_hour(NOW)
+    db.session.execute(delete(AttemptHour))
+    db.session.commit()
+    assert chart(NOW) == by_hour(NOW)
+
+
+def test_an_hour_stored_twice_keeps_its_first_count(app, message_pk):
+    hour = datetime(2030, 1, 10, 3)
+    reports._store_hours([reports.Hour(hour, 5, 1)], NOW)
+    reports._store_hours([reports.Hour(hour, 5, 1), reports.Hour(hour + timedelta(hours=1), 2, 0)],
+                         NOW)  # fmt: skip
+    reports._store_hours([reports.Hour(hour, 7, 7)], NOW)
+    assert kept() == {hour: (5, 1), hour + timedelta(hours=1): (2, 0)}
+
+
+VIEWER = """
+import sys, time
+from datetime import datetime
+from sqlalchemy import text
+from outbox import create_app, reports
+from outbox.extensions import db
+url, start, now = sys.argv[1], float(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
+app = create_app({"DATABASE_URL": url, "SECRET_KEY": "test"})
+with app.app_context():
+    db.session.execute(text("SELECT 1"))  # connected before the start
+    db.session.commit()
+    time.sleep(max(0.0, start - time.time()))
+    hours = reports.hourly(now)
+    print(sum(h.sent for h in hours), sum(h.failed for h in hours))
+"""
+
+
+def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, message_pk, tmp_path):
+    add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=3)))
+    expected = by_hour(NOW)
+    start = time.time() + 3
+    url = app.config["DATABASE_URL"]
+    viewers = [
+        subprocess.Popen([sys.executable, "-c", VIEWER, url, str(start), NOW.isoformat()],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+        for _ in range(4)
+    ]  # fmt: skip
+    answers = [v.communicate(timeout=120) for v in viewers]
+    assert [v.returncode for v in viewers] == [0] * 4, answers
+    totals = f"{sum(s for _, s, _ in expected)} {sum(f for _, _, f in expected)}"
+    assert [out.strip() for out, _ in answers] == [totals] * 4
+    assert kept() == {h: (s, f) for h, s, f in expected[:22]}
+    assert chart(NOW) == expected
