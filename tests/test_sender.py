@@ -89,6 +89,28 @@ def test_build_makes_the_mail_the_row_describes(smtp_app, smtp, make_message):
     ]
 
 
+def test_long_header_lines_fold_without_changing_what_they_say(smtp_app, smtp, make_message):
+    names = [f'"Doe, Jane {n}" <jane{n}@example.com>' for n in range(6)]
+    row = stored(
+        make_message,
+        to=names,
+        subject="Grüße aus Köln, " * 12,
+        html="<p>Hallo</p>",
+        headers={"X-Campaign": " – ".join(["Frühling"] * 10), "X-Plain": " ".join(["spring"] * 20)},
+    )
+    assert send(row) == [sender.Result(SENT)]
+    content = smtp.received[0].content
+    # Folded: an encoded word of up to 76 characters may follow the field name.
+    assert all(len(line) <= 90 for line in content.split(b"\r\n\r\n")[0].split(b"\r\n"))
+    mail = email.message_from_bytes(content, policy=email.policy.default)
+    assert addresses(mail, "To") == {(f"Doe, Jane {n}", f"jane{n}@example.com") for n in range(6)}
+    assert mail["Subject"] == "Grüße aus Köln, " * 12
+    assert mail["X-Campaign"] == " – ".join(["Frühling"] * 10)
+    assert mail["X-Plain"] == " ".join(["spring"] * 20)
+    boundaries = {part.get_boundary() for part in mail.walk() if part.is_multipart()}
+    assert len(boundaries) == 2 and all(b.startswith("=_") for b in boundaries)
+
+
 def test_build_sends_an_html_only_message_with_an_empty_text_part(smtp_app, smtp, make_message):
     row = stored(make_message, text=None, html="<b>only</b>")
     assert send(row) == [sender.Result(SENT)]
