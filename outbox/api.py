@@ -174,6 +174,87 @@ def create_message() -> Response:
     return response
 
 
+BATCH_LIMIT = 1000  # messages in one batch request
+# Shorter than a single message's key: each message of a batch stores the key with its
+# place in the batch appended, within the same 255-character column.
+BATCH_KEY = re.compile(r"^[\x21-\x7e]{1,250}$")
+
+
+class BatchRefused(Exception):
+    """A batch that is stored not at all; errors name the index and field of each problem."""
+
+    def __init__(self, status: int, message: str, errors: list[dict[str, Any]]):
+        super().__init__(message)
+        self.status, self.message, self.errors = status, message, errors
+
+
+def _batch_items() -> list[Any]:
+    """The messages list of a batch body, its length checked."""
+    try:
+        body = request.get_json(silent=True) if request.is_json else None
+    except RecursionError:
+        body = None
+    items = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(items, list):
+        problem = 'must be a JSON object {"messages": [message, ...]}'
+        raise BatchRefused(400, "the batch was not queued", [{"field": "body", "error": problem}])
+    if not 1 <= len(items) <= BATCH_LIMIT:
+        problem = f"must hold 1 to {BATCH_LIMIT} messages; got {len(items)}"
+        status = 413 if items else 422
+        raise BatchRefused(status, f"messages {problem}", [{"field": "messages", "error": problem}])
+    return items
+
+
+def _batch_drafts(items: list[Any], default_sender: str | None, limit: int) -> list[Draft]:
+    """Every message checked as POST /api/messages checks one; BatchRefused naming each fault."""
+    drafts: list[Draft] = []
+    errors: list[dict[str, Any]] = []
+    too_big = False
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            errors.append({"index": index, "field": "message", "error": "must be a JSON object"})
+            continue
+        try:
+            draft = build_draft(item, default_sender)
+        except DraftError as exc:
+            errors.extend({"index": index, "field": k, "error": v} for k, v in exc.errors.items())
+            continue
+        if draft.size() > limit:
+            problem = f"bodies and attachments come to {draft.size()} bytes; the limit is {limit}"
+            errors.append({"index": index, "field": "size", "error": problem})
+            too_big = True
+        drafts.append(draft)
+    if errors:
+        raise BatchRefused(413 if too_big else 422, "no message of the batch was queued", errors)
+    return drafts
+
+
+@bp.post("/messages/batch")
+def create_batch() -> Response:
+    """Queue 1 to BATCH_LIMIT messages, all or none; 201 with their ids in request order."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not BATCH_KEY.match(key):
+        return _error(400, "Idempotency-Key of a batch must be 1 to 250 printable ASCII characters")
+    config = current_app.config
+    try:
+        drafts = _batch_drafts(
+            _batch_items(), config["MAIL_DEFAULT_SENDER"], config["MAX_MESSAGE_BYTES"]
+        )
+    except BatchRefused as exc:
+        return _error(exc.status, exc.message, errors=exc.errors)
+    queued, created = queue.enqueue_batch(
+        drafts, source=f"api:{g.token_name}", max_attempts=config["MAX_ATTEMPTS"],
+        idempotency_key=key,
+    )  # fmt: skip
+    if not created and queued[0].request_hash != queue.batch_fingerprint(drafts):
+        return _error(409, "this Idempotency-Key was used for a different batch", id=queued[0].id)
+    response = jsonify(messages=[{"id": q.id, "message_id": q.message_id} for q in queued])
+    response.status_code = 201
+    if not created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
 @bp.get("/openapi.json")
 def describe() -> Response:
     """The OpenAPI 3.1 description of this API."""

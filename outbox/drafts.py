@@ -2,6 +2,7 @@
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import mimetypes
@@ -14,6 +15,7 @@ from email.utils import getaddresses
 from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
+from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
 
 # Headers that outbox writes itself from the message's own fields.
 RESERVED_HEADERS = {
@@ -33,6 +35,10 @@ MIME_TYPE = re.compile(r"^[\w.+-]{1,127}/[\w.+-]{1,127}$")  # RFC 6838: 127 char
 # reply-to columns.
 LINE_CHARS = 998
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
+# The everyday address: no display name, an ASCII dot-atom before the @, and letters,
+# digits, hyphens and dots after it. email_validator and the email package keep such an
+# address as it is but for its domain, so only the domain needs their (slow) checks.
+PLAIN_ADDRESS = re.compile(r"([\w+-]+(?:\.[\w+-]+)*)@([A-Za-z0-9.-]+)", re.ASCII)
 
 
 class DraftError(Exception):
@@ -104,6 +110,30 @@ def _unstorable(value: Any) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=4096)
+def _domain(domain: str) -> str | None:
+    """An address domain as email_validator normalizes it, or None if it refuses it."""
+    try:
+        return validate_email(f"a@{domain}", check_deliverability=False).domain
+    except EmailNotValidError:
+        return None
+
+
+def _plain(value: str) -> str | None:
+    """A plain address as parse_addresses would give it, with the domain check cached.
+
+    None for anything else, which then takes the full checks.
+    """
+    match = PLAIN_ADDRESS.fullmatch(value)
+    if match is None or len(value) > 200:
+        return None
+    local, domain = match.groups()
+    if len(local) > 64 or local.lower() in CASE_INSENSITIVE_MAILBOX_NAMES:
+        return None
+    checked = _domain(domain)
+    return None if checked is None else f"{local}@{checked}"
+
+
 def parse_addresses(values: Iterable[str]) -> list[str]:
     """Addresses from strings that may each hold a comma-separated list."""
     found = []
@@ -111,6 +141,9 @@ def parse_addresses(values: Iterable[str]) -> list[str]:
         if problem := _no_line_breaks(value):
             raise ValueError(problem)
         if not value.strip():
+            continue
+        if plain := _plain(value):
+            found.append(plain)
             continue
         for name, addr in getaddresses([value]):
             if not addr:
@@ -243,6 +276,15 @@ def _json_attachments(value: Any) -> list[Upload]:
     return uploads
 
 
+@functools.lru_cache(maxsize=16)
+def _default_sender(value: str) -> tuple[str | None, str | None]:
+    """The configured default sender, checked once: (address, None) or (None, problem)."""
+    try:
+        return _one_address(value, "sender"), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
 def build_draft(fields: Mapping[str, Any], default_sender: str | None) -> Draft:
     """Check every field at once; raise DraftError naming each bad one."""
     errors: dict[str, str] = {}
@@ -282,10 +324,10 @@ def build_draft(fields: Mapping[str, Any], default_sender: str | None) -> Draft:
         if not default_sender:
             errors["from"] = "required: no default sender is configured"
         else:
-            try:
-                values["from_addr"] = _one_address(default_sender, "sender")
-            except ValueError as exc:
-                errors["from"] = f"required: the configured default sender is unusable ({exc})"
+            sender, problem = _default_sender(default_sender)
+            if problem:
+                errors["from"] = f"required: the configured default sender is unusable ({problem})"
+            values["from_addr"] = sender
     if errors:
         raise DraftError(errors)
     return Draft(**values)
