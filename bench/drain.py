@@ -92,6 +92,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         help="how long each ceiling run sends (0: skip the ceiling)",
     )
     parser.add_argument(
+        "--ceiling-only", action="store_true", help="measure the ceiling only, no drain"
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="run the first process under py-spy and print its top functions",
@@ -268,15 +271,17 @@ def worker_env(url: str, host: str, port: int, folder: Path, extra: dict[str, st
     return env
 
 
-def drain(processes: int, env: dict, folder: Path, profile: Path | None) -> tuple[float, list[Run]]:
+def drain(
+    processes: int, env: dict, folder: Path, profile: Path | None, worker: list[str] = WORKER
+) -> tuple[float, list[Run]]:
     """Start the processes at once; the seconds until the last exits, and each run."""
     runs = []
     began = time.perf_counter()
     for n in range(processes):
-        argv = WORKER
+        argv = worker
         if profile is not None and n == 0:
             argv = [str(PY_SPY), "record", "--idle", "--rate", "100", "--format", "speedscope",
-                    "--output", str(profile), "--", *WORKER]  # fmt: skip
+                    "--output", str(profile), "--", *worker]  # fmt: skip
         out, err = folder / f"worker-{n}.out", folder / f"worker-{n}.err"
         with out.open("wb") as stdout, err.open("wb") as stderr:
             process = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr)
@@ -399,6 +404,9 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [args.attachments_kb * 1024] if args.attachments_kb else []
     print(f"load average {os.getloadavg()[0]:.2f}; settings: BATCH_SIZE="
           f"{args.batch or DEFAULTS['BATCH_SIZE']} {extra}")  # fmt: skip
+    if args.ceiling_only:
+        measure_ceilings(args, sample_mail(sizes))
+        return 0
     app = prepare(args.url, args.messages, sizes)
     ceilings = measure_ceilings(args, sample_mail(sizes))
     folder = Path(tempfile.mkdtemp(prefix="outbox-drain-"))
