@@ -263,6 +263,13 @@ class Run:
         return tuple(map(int, found[-1])) if found else None  # type: ignore[return-value]
 
 
+def last_line(path: Path) -> str:
+    """The last line of a log, where a traceback names its exception, cut to 500 characters."""
+    lines = path.read_text(errors="replace").strip().splitlines() or [""]
+    named = [line for line in lines if not line.startswith(("[", "(", " "))]
+    return (named or lines)[-1][:500]
+
+
 def worker_env(url: str, host: str, port: int, folder: Path, extra: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
     env.update(OUTBOX_DATABASE_URL=url, OUTBOX_INSTANCE_PATH=str(folder),
@@ -395,7 +402,7 @@ def report(args: argparse.Namespace, elapsed: float, runs: list[Run], ceilings: 
               f" exited {run.ended - min(r.ended for r in runs):.1f} s after the first"
               + (" (under py-spy)" if args.profile and n == 0 else ""))  # fmt: skip
         if run.code != 0 or tally is None:
-            print("    stderr ends: " + run.stderr.read_text(errors="replace")[-2000:])
+            print(f"    stderr ends: {last_line(run.stderr)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -89,7 +89,7 @@ def run_case(args: argparse.Namespace, name: str) -> bool:
     for problem in problems:
         print(f"  PROBLEM: {problem}")
     if run.code != 0:
-        print("  stderr ends: " + run.stderr.read_text(errors="replace")[-2000:])
+        print(f"  stderr ends: {drain.last_line(run.stderr)}")
     if args.memray and capture.exists():
         print(at_peak(capture, args.top))
     return verdict == "PASS" and not problems and run.code == 0
