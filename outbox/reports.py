@@ -48,11 +48,14 @@ def count(status: str | None, cap: int | None = None) -> Count:
     return Count(min(value, cap), value > cap)
 
 
+def status_counts(cap: int | None = None) -> dict[str, Count]:
+    """Capped counts for every status."""
+    return {status.value: count(status.value, cap) for status in Status}
+
+
 def counts(cap: int | None = None) -> dict[str, Count]:
     """Capped counts for every status and for all messages (key "all")."""
-    found = {"all": count(None, cap)}
-    found.update({status.value: count(status.value, cap) for status in Status})
-    return found
+    return {"all": count(None, cap), **status_counts(cap)}
 
 
 # A search reads at most this many ids per request: a substring match cannot use an

@@ -7,11 +7,11 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete, event, select
 
 from outbox import reports
 from outbox.extensions import db
-from outbox.models import Attempt, AttemptHour
+from outbox.models import Attempt, AttemptHour, utcnow
 
 NOW = datetime(2030, 1, 10, 12, 10, 0)  # ten minutes into an hour: the last one not yet settled
 OUTCOMES = ["sent", "sent", "sent", "failed", "deferred", "worker_lost"]
@@ -153,3 +153,28 @@ def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, messag
     assert [out.strip() for out, _ in answers] == [totals] * 4
     assert kept() == {h: (s, f) for h, s, f in expected[:22]}
     assert chart(NOW) == expected
+
+
+def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, message_pk):
+    now = utcnow()
+    add_attempts(message_pk, spread(now - timedelta(hours=30), now, timedelta(minutes=10)))
+    assert signed_in.get("/").status_code == 200  # the first view keeps the settled hours
+    seen: list[tuple[str, object]] = []
+
+    def record(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
+        seen.append((" ".join(statement.split()), parameters))
+
+    event.listen(db.engine, "before_cursor_execute", record)
+    try:
+        assert signed_in.get("/").status_code == 200
+    finally:
+        event.remove(db.engine, "before_cursor_execute", record)
+    reads = [params for sql, params in seen if "FROM attempts" in sql]
+    assert len(reads) == 1
+    values = reads[0].values() if isinstance(reads[0], dict) else reads[0]
+    (bound,) = [v if isinstance(v, datetime) else datetime.fromisoformat(v)
+                for v in values if isinstance(v, datetime) or str(v)[:2] == "20"]  # fmt: skip
+    assert bound >= reports.settled_before(now) >= now - timedelta(hours=2)
+    # Every count on the page is of one status, capped: the tiles have no "all".
+    counts = [sql for sql, _ in seen if sql.startswith("SELECT count(*)")]
+    assert len(counts) == 6 and all("WHERE messages.status =" in sql for sql in counts)

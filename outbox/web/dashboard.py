@@ -26,7 +26,7 @@ def index() -> str:
     alive = [w for w in workers if now - w.last_seen_at <= quiet_after]
     return render_template(
         "dashboard.html",
-        counts=reports.counts(),
+        counts=reports.status_counts(),  # the tiles have no "all"
         oldest_age=(now - oldest) if oldest else None,
         hours=hours,
         scale=CHART_HEIGHT / peak,
