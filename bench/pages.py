@@ -131,11 +131,17 @@ def older_link(client: FlaskClient) -> str:
     return html.unescape(found.group(1))
 
 
-def time_pages(app: Flask, user_id: str, spy: Statements, runs: int, warmup: int) -> list[Timing]:
+def signed_in(app: Flask, user_id: str) -> FlaskClient:
+    """A test client whose session belongs to the staff account, as tests/conftest.py signs in."""
     client = app.test_client()
     with client.session_transaction() as session:
         session["_user_id"] = user_id
         session["_fresh"] = True
+    return client
+
+
+def time_pages(app: Flask, user_id: str, spy: Statements, runs: int, warmup: int) -> list[Timing]:
+    client = signed_in(app, user_id)
     htmx = {"HX-Request": "true"}
     pages: list[tuple[str, str, float | None, dict[str, str]]] = [
         ("dashboard", "/", GOAL_MS, {}),
@@ -151,15 +157,23 @@ def time_pages(app: Flask, user_id: str, spy: Statements, runs: int, warmup: int
             for name, path, goal, headers in pages]  # fmt: skip
 
 
-def time_claims(app: Flask, runs: int, warmup: int) -> None:
-    """claim_batch of 100 then release of those claims, as a worker's tick begins and ends."""
+@dataclass
+class Claims:
+    batch: int
+    claim_ms: list[float]
+    release_ms: list[float]
+    sizes: set[int]  # rows claimed per run
+
+
+def time_claims(app: Flask, runs: int, warmup: int, batch: int = 100) -> Claims:
+    """claim_batch then release of those claims, as a worker's tick begins and ends; printed."""
     claims_ms: list[float] = []
     release_ms: list[float] = []
     sizes: set[int] = set()
     with app.app_context():
         for run in range(warmup + runs):
             began = time.perf_counter()
-            claims = queue.claim_batch("bench", 100)
+            claims = queue.claim_batch("bench", batch)
             claimed = time.perf_counter()
             released = queue.release(claims)
             ended = time.perf_counter()
@@ -169,9 +183,10 @@ def time_claims(app: Flask, runs: int, warmup: int) -> None:
                 claims_ms.append((claimed - began) * 1000)
                 release_ms.append((ended - claimed) * 1000)
                 sizes.add(len(claims))
-    print(f"\nclaim_batch('bench', 100): median {statistics.median(claims_ms):.1f} ms, "
+    print(f"\nclaim_batch('bench', {batch}): median {statistics.median(claims_ms):.1f} ms, "
           f"max {max(claims_ms):.1f} ms; release: median {statistics.median(release_ms):.1f} ms "
           f"({', '.join(map(str, sorted(sizes)))} claimed per run)")  # fmt: skip
+    return Claims(batch, claims_ms, release_ms, sizes)
 
 
 def print_table(timings: list[Timing], runs: int) -> None:
