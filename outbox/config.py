@@ -19,6 +19,9 @@ DEFAULTS: dict[str, Any] = {
     "SMTP_TIMEOUT": 30.0,  # seconds one SMTP socket operation may take
     "POLL_INTERVAL": 20.0,  # seconds between worker ticks
     "BATCH_SIZE": 100,  # messages claimed at a time
+    # Outcomes written per commit: a worker that dies sends at most this many again.
+    "RECORD_EVERY": 20,  # messages
+    "RECORD_AFTER": 1.0,  # seconds an outcome may wait for its group (LOCK_TIMEOUT/8 at most)
     "RETRY_DELAY": 60.0,  # seconds before the first retry
     "RETRY_BACKOFF": 2.0,  # factor per further attempt; 1 means a fixed delay
     "RETRY_MAX_DELAY": 3600.0,  # seconds, the longest wait between two attempts
@@ -29,9 +32,9 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY"}
-_INTS = {"MAIL_PORT", "BATCH_SIZE", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
+_INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF"}
-_FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT"}
+_FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER"}
 
 
 def coerce(name: str, raw: str) -> Any:
@@ -70,8 +73,10 @@ def check(config: Mapping[str, Any]) -> None:
             "LOCK_TIMEOUT must be at least 4 x SMTP_TIMEOUT, or a slow SMTP server "
             "could let another worker take over a message while it is being sent"
         )
-    if config["BATCH_SIZE"] < 1 or config["MAX_ATTEMPTS"] < 1:
-        raise ValueError("BATCH_SIZE and MAX_ATTEMPTS must be at least 1")
+    if config["BATCH_SIZE"] < 1 or config["MAX_ATTEMPTS"] < 1 or config["RECORD_EVERY"] < 1:
+        raise ValueError("BATCH_SIZE, MAX_ATTEMPTS and RECORD_EVERY must be at least 1")
+    if config["RECORD_AFTER"] <= 0:
+        raise ValueError("RECORD_AFTER must be above 0")
     if config["RETRY_BACKOFF"] < 1:
         raise ValueError("RETRY_BACKOFF must be 1 or more")
 

@@ -459,6 +459,117 @@ def _finish(
     return moved
 
 
+@dataclass(frozen=True)
+class Finished:
+    """What one attempt came to, waiting to be recorded with others of its batch."""
+
+    claim: Claim
+    outcome: Outcome
+    finished_at: datetime
+    code: int | None = None
+    error: str | None = None
+
+
+def _per_row(values: dict[int, Any]) -> Any:
+    """A column's new value: the same for every row, or chosen by id."""
+    distinct = set(values.values())
+    if len(distinct) == 1:
+        return distinct.pop()
+    return case(values, value=Message.id)
+
+
+def record(finished: Sequence[Finished], retry: Retry) -> dict[int, Status]:
+    """Record the outcomes of some of one worker's claims in one transaction; commit.
+
+    Returns the new status of each message recorded. A message left out was no
+    longer this worker's claim (taken back as stale), and nothing was written for it.
+    A few statements for the whole group instead of an UPDATE, an INSERT and a COMMIT
+    per message: the per-message commit was most of a worker's time.
+    """
+    if not finished:
+        return {}
+    worker_id = finished[0].claim.worker_id
+    moves: dict[Status, list[tuple[Finished, Outcome, str | None]]] = {}
+    for done in finished:
+        assert done.claim.worker_id == worker_id
+        new, outcome, error = _settles(done)
+        moves.setdefault(new, []).append((done, outcome, error))
+    guard = (Message.status == Status.SENDING.value, Message.locked_by == worker_id)
+    ids = [done.claim.id for done in finished]
+    held: set[int] | None = None
+    if not db.engine.dialect.update_returning:
+        # MariaDB/MySQL: lock the rows still held first, so the UPDATEs below change
+        # exactly those; the locks also keep another worker's reclaim off them.
+        owned = select(Message.id).where(Message.id.in_(ids), *guard).with_for_update()
+        held = set(db.session.execute(owned).scalars())
+    recorded: dict[int, Status] = {}
+    attempts: list[dict[str, object]] = []
+    for new, group in moves.items():
+        rows = [row for row in group if held is None or row[0].claim.id in held]
+        if not rows:
+            continue
+        at = {done.claim.id: done.finished_at for done, _, _ in rows}
+        values: dict[str, object] = {
+            "status": new.value,
+            "attempts": Message.attempts + 1,
+            "last_retry": _per_row(at),
+            "locked_by": None,
+            "locked_at": None,
+            "last_error": _per_row({done.claim.id: error for done, _, error in rows}),
+        }
+        if new is Status.SENT:
+            values["sent_at"] = _per_row(at)
+        elif new is Status.DEFERRED:
+            due = {
+                done.claim.id: next_attempt_at(
+                    done.claim.attempts + 1,
+                    done.finished_at,
+                    retry.delay,
+                    retry.backoff,
+                    retry.max_delay,
+                )  # fmt: skip
+                for done, _, _ in rows
+            }
+            values["next_attempt_at"] = _per_row(due)
+        stmt = update(Message).where(Message.id.in_(list(at)), *guard).values(**values)
+        if held is None:
+            returning = stmt.returning(Message.id).execution_options(synchronize_session=False)
+            moved = set(db.session.execute(returning).scalars())
+        else:
+            assert _changed(stmt) == len(at)  # locked above, so all of them move
+            moved = set(at)
+        for done, outcome, error in rows:
+            if done.claim.id in moved:
+                recorded[done.claim.id] = new
+                attempts.append({
+                    "message_pk": done.claim.id,
+                    "started_at": done.claim.started_at,
+                    "finished_at": done.finished_at,
+                    "worker_id": worker_id,
+                    "outcome": outcome.value,
+                    "smtp_code": done.code,
+                    "error": error,
+                })  # fmt: skip
+    if attempts:
+        db.session.execute(insert(Attempt), attempts)
+    db.session.commit()
+    return recorded
+
+
+def _settles(done: Finished) -> tuple[Status, Outcome, str | None]:
+    """The status an outcome moves its message to, the attempt's outcome and its error.
+
+    A deferral that uses up the last attempt is recorded as the failure it is.
+    """
+    if done.outcome is Outcome.DEFERRED:
+        attempts = done.claim.attempts + 1
+        if attempts < done.claim.max_attempts:
+            return Status.DEFERRED, Outcome.DEFERRED, done.error
+        return Status.FAILED, Outcome.FAILED, f"{done.error} (gave up after {attempts} attempts)"
+    new = Status.SENT if done.outcome is Outcome.SENT else Status.FAILED
+    return new, done.outcome, done.error
+
+
 def mark_sent(claim: Claim, now: datetime, note: str | None = None) -> bool:
     """The message went out (note lists recipients the server refused, if any)."""
     return _finish(claim, Status.SENT, Outcome.SENT, now, {"sent_at": now}, error=note)

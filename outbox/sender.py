@@ -5,6 +5,8 @@ import secrets
 import smtplib
 import socket
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from email.header import Header
 from email.policy import Compat32
@@ -149,12 +151,61 @@ class TimedConnection(Connection):
         return host
 
 
+class Watchdog:
+    """One thread that calls on_expiry once a deadline has passed; armed anew for each send.
+
+    It looks at the deadline at least eight times per armed period, so it fires at most
+    an eighth of the period late. Arming and disarming never wake it: a timer thread per
+    message, or a notify per message, cost more than the rest of the bookkeeping.
+    """
+
+    def __init__(self, on_expiry: Callable[[], None]) -> None:
+        self.on_expiry = on_expiry
+        self.deadline: float | None = None
+        self.tick = 1.0
+        self.closed = False
+        self.changed = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def arm(self, seconds: float) -> None:
+        with self.changed:
+            self.deadline = time.monotonic() + seconds
+            self.tick = seconds / 8
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
+                self.thread.start()
+
+    def disarm(self) -> None:
+        with self.changed:
+            self.deadline = None
+
+    def close(self) -> None:
+        with self.changed:
+            self.closed = True
+            self.changed.notify()
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+
+    def _watch(self) -> None:
+        with self.changed:
+            while not self.closed:
+                now = time.monotonic()
+                if self.deadline is not None and now >= self.deadline:
+                    self.deadline = None
+                    self.on_expiry()
+                    continue
+                left = self.tick if self.deadline is None else self.deadline - now
+                self.changed.wait(min(left, self.tick))
+
+
 class SmtpSession:
     """One SMTP connection reused across a batch, opened on first use and after a drop."""
 
     def __init__(self) -> None:
         self.connection: TimedConnection | None = None
         self.aborted = False
+        self.watchdog = Watchdog(self.abort)
 
     def host(self) -> smtplib.SMTP:
         """The open connection, made now if there is none."""
@@ -193,6 +244,7 @@ class SmtpSession:
 
     def close(self) -> None:
         """Say goodbye to the server if it is still listening."""
+        self.watchdog.close()
         if self.connection is not None and self.connection.host is not None:
             try:
                 self.connection.host.quit()
@@ -250,14 +302,12 @@ def deliver(
         envelope = (sanitize_address(message.sender), list(sanitize_addresses(message.send_to)))
     except Exception as exc:
         return Result(Outcome.FAILED, None, f"cannot build message: {type(exc).__name__}: {exc}")
-    watchdog = threading.Timer(deadline, session.abort) if deadline else None
-    if watchdog is not None:
-        watchdog.start()
+    if deadline:
+        session.watchdog.arm(deadline)
     try:
         result = _send(session, envelope, data)
     finally:
-        if watchdog is not None:
-            watchdog.cancel()
+        session.watchdog.disarm()
     if session.aborted:
         session.drop()
         session.aborted = False

@@ -115,28 +115,44 @@ class Worker:
         return tally
 
     def send_batch(self, claims: list[queue.Claim]) -> Tally:
-        """Send claimed messages over one connection, recording each outcome as it comes."""
+        """Send claimed messages over one connection, recording outcomes in groups.
+
+        At most RECORD_EVERY outcomes wait unwritten, and none longer than
+        RECORD_AFTER: a worker that dies sends at most that many messages again.
+        Every outcome is written before the claims are renewed, so while its claim holds.
+        """
         config = current_app.config
         retry = queue.Retry(
             config["RETRY_DELAY"], config["RETRY_BACKOFF"], config["RETRY_MAX_DELAY"]
         )
+        every = config["RECORD_EVERY"]
+        after = min(config["RECORD_AFTER"], config["LOCK_TIMEOUT"] / 8)
         tally, started = Tally(), time.monotonic()
         renewed = started
         rows = _through_outage(self._load, claims)
         pending = deque(claims)
+        finished: list[queue.Finished] = []
+        oldest = 0.0  # when the first unwritten outcome came
         with sender.SmtpSession() as session:
             while pending:
                 if self.stop.is_set():
+                    self._record(finished, retry, tally)
                     tally.released += _through_outage(queue.release, list(pending))
                     break
                 if time.monotonic() - renewed > config["LOCK_TIMEOUT"] / 4:
                     # Never send on a claim another worker may already have taken.
+                    self._record(finished, retry, tally)
                     held = _through_outage(queue.renew, list(pending), utcnow())
                     pending = deque(c for c in pending if c.id in held)
                     renewed = time.monotonic()
                     continue
                 claim = pending.popleft()
-                self._send_one(session, claim, rows.pop(claim.id), retry, tally)
+                if not finished:
+                    oldest = time.monotonic()
+                finished.append(self._send_one(session, claim, rows.pop(claim.id)))
+                if len(finished) >= every or time.monotonic() - oldest > after:
+                    self._record(finished, retry, tally)
+            self._record(finished, retry, tally)
         log.info(
             "%s: batch of %d: %s, handed back %d in %.2fs",
             self.worker_id, len(claims), tally, tally.released, time.monotonic() - started,
@@ -153,9 +169,9 @@ class Worker:
         return rows
 
     def _send_one(
-        self, session: sender.SmtpSession, claim: queue.Claim, row: Message,
-        retry: queue.Retry, tally: Tally,
-    ) -> None:  # fmt: skip
+        self, session: sender.SmtpSession, claim: queue.Claim, row: Message
+    ) -> queue.Finished:
+        """Build and send one message; what came of it, not yet written."""
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         try:
             attachments = []
@@ -164,33 +180,32 @@ class Worker:
                 db.session.commit()
             message = sender.build(row, attachments)
         except (sender.BuildError, queue.Damaged) as exc:
-            _through_outage(queue.mark_failed, claim, utcnow(), None, str(exc))
-            tally.failed += 1
-            return
-        # Renewed at most LOCK_TIMEOUT/4 ago; done within another half, the outcome
-        # is always written while the claim holds.
+            return queue.Finished(claim, Outcome.FAILED, utcnow(), None, str(exc))
+        # Renewed at most LOCK_TIMEOUT/4 ago and cut off after another half (and at
+        # most a sixteenth more, the watchdog's tick); its outcome is written before
+        # the next renewal, so while the claim holds.
         result = sender.deliver(session, message, current_app.config["LOCK_TIMEOUT"] / 2)
         del message, attachments
-        now = utcnow()
-        if result.outcome is Outcome.SENT:
-            recorded = _through_outage(queue.mark_sent, claim, now, result.error)
-            tally.sent += recorded
-        elif result.outcome is Outcome.FAILED:
-            recorded = _through_outage(
-                queue.mark_failed, claim, now, result.code, result.error or "failed"
-            )
-            tally.failed += recorded
-        else:
-            became = _through_outage(
-                queue.mark_deferred, claim, now, result.code, result.error or "", retry
-            )
-            recorded = became is not None
-            tally.failed += became is Status.FAILED
-            tally.deferred += became is Status.DEFERRED
-        if not recorded:
-            tally.lost += 1
-            log.warning("%s: lost the claim on message %d before recording %s",
-                        self.worker_id, claim.id, result.outcome)  # fmt: skip
+        error = result.error
+        if result.outcome is not Outcome.SENT:
+            error = error or ("failed" if result.outcome is Outcome.FAILED else "")
+        return queue.Finished(claim, result.outcome, utcnow(), result.code, error)
+
+    def _record(self, finished: list[queue.Finished], retry: queue.Retry, tally: Tally) -> None:
+        """Write the outcomes waiting in finished, then empty it."""
+        if not finished:
+            return
+        recorded = _through_outage(queue.record, finished, retry)
+        for status in recorded.values():
+            tally.sent += status is Status.SENT
+            tally.deferred += status is Status.DEFERRED
+            tally.failed += status is Status.FAILED
+        for done in finished:
+            if done.claim.id not in recorded:
+                tally.lost += 1
+                log.warning("%s: lost the claim on message %d before recording %s",
+                            self.worker_id, done.claim.id, done.outcome)  # fmt: skip
+        finished.clear()
 
 
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:

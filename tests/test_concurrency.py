@@ -91,7 +91,9 @@ def test_parallel_workers_send_every_message_exactly_once(smtp_app, smtp, db_kin
 def test_killed_worker_loses_nothing_and_leaves_nothing_sending(smtp_app, smtp, tmp_path):
     expected = enqueue_many(300)
     smtp.recorder.delay = 0.01
-    env = worker_env(smtp_app, smtp, tmp_path, SMTP_TIMEOUT=0.5, LOCK_TIMEOUT=2, POLL_INTERVAL=60)
+    env = worker_env(
+        smtp_app, smtp, tmp_path, SMTP_TIMEOUT=0.5, LOCK_TIMEOUT=2, POLL_INTERVAL=60, RECORD_EVERY=5
+    )
     victim = subprocess.Popen([*OUTBOX, "worker"], env=env, stderr=subprocess.DEVNULL)
     wait_until(lambda: len(smtp.received) >= 30, timeout=60)
     victim.send_signal(signal.SIGKILL)
@@ -108,8 +110,8 @@ def test_killed_worker_loses_nothing_and_leaves_nothing_sending(smtp_app, smtp, 
     received = Counter(smtp.recorder.message_ids())
     assert set(received) == set(expected)
     duplicates = sum(n - 1 for n in received.values())
-    # Outcomes are committed one by one, so at most the message in hand repeats.
-    assert duplicates <= 1
+    # At most RECORD_EVERY outcomes wait unwritten, so at most that many repeat.
+    assert duplicates <= 5
     lost = db.session.query(Attempt).filter_by(outcome="worker lost").count()
     assert lost >= 1
 

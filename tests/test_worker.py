@@ -4,7 +4,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import func, select, update
 
 from outbox import queue
 from outbox.extensions import db
@@ -55,6 +55,62 @@ def test_a_drain_sends_each_due_message_once_over_one_connection_a_batch(
     assert fresh(later.id).status == Status.QUEUED
     assert Worker().drain() == Tally()
     assert len(smtp.received) == 5
+
+
+def recorded_as_each_arrives(smtp) -> list[int]:  # type: ignore[no-untyped-def]
+    """How many messages were marked sent as each message's data reached the server."""
+    engine, seen = db.engine, []
+    sent = select(func.count()).select_from(Message).where(Message.status == Status.SENT.value)
+
+    def look() -> None:
+        with engine.connect() as connection:
+            seen.append(connection.execute(sent).scalar_one())
+
+    smtp.recorder.on_data = look
+    return seen
+
+
+def test_outcomes_are_written_every_record_every_messages(smtp_app, smtp, make_message):
+    # What a worker killed at any moment would send again: the outcomes not yet written.
+    smtp_app.config.update(BATCH_SIZE=10, RECORD_EVERY=4, RECORD_AFTER=60.0)
+    for _ in range(10):
+        make_message()
+    seen = recorded_as_each_arrives(smtp)
+    assert Worker().drain() == Tally(sent=10)
+    assert seen == [0, 0, 0, 0, 4, 4, 4, 4, 8, 8]
+    assert len(db.session.query(Attempt).filter_by(outcome="sent").all()) == 10
+
+
+def test_an_outcome_waits_at_most_record_after(smtp_app, smtp, make_message):
+    smtp_app.config.update(BATCH_SIZE=10, RECORD_EVERY=100, RECORD_AFTER=0.2)
+    smtp.recorder.delay = 0.1  # so three sends take longer than RECORD_AFTER
+    for _ in range(6):
+        make_message()
+    seen = recorded_as_each_arrives(smtp)
+    assert Worker().drain() == Tally(sent=6)
+    assert seen[0] == 0 and seen[4] >= 3, seen
+
+
+def test_a_group_of_mixed_outcomes_is_written_each_as_it_came(smtp_app, smtp, make_message):
+    smtp_app.config.update(BATCH_SIZE=10, RECORD_EVERY=10, MAX_ATTEMPTS=3)
+    replies = ["451 4.3.0 busy", "250 ok", "550 5.1.1 no such user", "250 ok", "452 4.2.2 full"]
+    smtp.recorder.data_replies.extend(replies)
+    messages = [make_message() for _ in range(4)]
+    last = make_message()
+    store(last.id, Status.QUEUED, attempts=2)  # its deferral is its last attempt
+    assert Worker().drain() == Tally(sent=2, deferred=1, failed=2)
+    rows = [fresh(m.id) for m in [*messages, last]]
+    assert [r.status for r in rows] == ["deferred", "sent", "failed", "sent", "failed"]
+    assert [r.attempts for r in rows] == [1, 1, 1, 1, 3]
+    assert rows[0].next_attempt_at == rows[0].last_retry + timedelta(seconds=60)
+    assert rows[1].sent_at == rows[1].last_retry and rows[3].sent_at > rows[1].sent_at
+    assert rows[4].last_error == "452 4.2.2 full (gave up after 3 attempts)"
+    outcomes = [[(a.outcome, a.smtp_code) for a in attempts_of(r.id)] for r in rows]
+    assert outcomes == [
+        [("deferred", 451)], [("sent", None)], [("failed", 550)], [("sent", None)],
+        [("failed", 452)],
+    ]  # fmt: skip
+    assert all(r.locked_by is None and r.locked_at is None for r in rows)
 
 
 def test_a_retry_sends_the_same_message_id(smtp_app, smtp, make_message):
