@@ -8,8 +8,11 @@ from .status import Status
 
 Schema = dict[str, Any]
 
-# api.IDEMPOTENCY_KEY, written out here because api.py imports this module.
+# api.IDEMPOTENCY_KEY, BATCH_KEY and BATCH_LIMIT, written out here because api.py
+# imports this module.
 IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,255}$"
+BATCH_KEY = r"^[\x21-\x7e]{1,250}$"
+BATCH_LIMIT = 1000
 ONE_LINE = f"^[^{LINE_BREAKS}]*$"
 # Formats of our own (OpenAPI leaves format open): RFC 5322 terms for what
 # drafts.parse_addresses reads, each address with or without a display name.
@@ -70,17 +73,22 @@ def _message_fields(form: bool) -> dict[str, Schema]:
     return fields
 
 
-def _request_body() -> Schema:
+def _json_message() -> Schema:
+    """One message as a JSON object."""
     a_body = [
         {"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
         for name in ("text", "html")
     ]
-    json_body: Schema = {
+    return {
         "type": "object",
         "required": ["to"],
         "anyOf": a_body,
         "properties": _message_fields(form=False),
     }
+
+
+def _request_body() -> Schema:
+    json_body = _json_message()
     form_body = {**json_body, "properties": _message_fields(form=True)}
     files = {
         "type": "array",
@@ -169,6 +177,53 @@ def _create() -> Schema:
     }
 
 
+def _create_batch() -> Schema:
+    key = {
+        "name": "Idempotency-Key",
+        "in": "header",
+        "required": False,
+        "schema": {"type": "string", "pattern": BATCH_KEY},
+        "description": "Per token, apart from the keys of single messages: a repeat of the "
+        "batch answers the first one and queues nothing.",
+    }
+    batch = {
+        "type": "object",
+        "required": ["messages"],
+        "properties": {
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": BATCH_LIMIT,
+                "items": _json_message(),
+                "description": "Checked as POST /api/messages checks one message; "
+                "attachments are stored as there.",
+            }
+        },
+    }
+    created = _answer(
+        "All queued; ids in request order.",
+        "Batch",
+        **{"Idempotent-Replayed": "Idempotent-Replayed"},
+    )
+    return {
+        "summary": f"Queue 1 to {BATCH_LIMIT} messages: all of them, or none",
+        "parameters": [key],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": batch}}},
+        "responses": {
+            "201": created,
+            "400": _answer("Not a JSON object with a messages list; a bad Idempotency-Key.",
+                           "BatchRefused"),
+            "401": UNAUTHORIZED,
+            "409": _answer("The Idempotency-Key was used for another batch.", "KeyReused"),
+            "413": _answer(f"Over {BATCH_LIMIT} messages, or a message over MAX_MESSAGE_BYTES.",
+                           "BatchRefused"),
+            "422": _answer("No messages, or bad ones, each named by index and field.",
+                           "BatchRefused"),
+            "503": UNAVAILABLE,
+        },
+    }  # fmt: skip
+
+
 def _schemas() -> dict[str, Schema]:
     when: Schema = {"type": "string", "format": "date-time"}
     message: dict[str, Schema] = {
@@ -199,6 +254,13 @@ def _schemas() -> dict[str, Schema]:
             "additionalProperties": False,
         }
 
+    queued = closed({"id": message["id"], "message_id": message["message_id"]})
+    # A fault of the whole body has no index.
+    where: dict[str, Schema] = {
+        "index": {"type": "integer", "minimum": 0},
+        "field": {"type": "string"},
+    }
+    problem = closed({**where, "error": {"type": "string"}}, "field", "error")
     return {
         "Message": closed(message),
         "Error": closed(error),
@@ -206,6 +268,8 @@ def _schemas() -> dict[str, Schema]:
         "BadFields": closed({**error, "errors": errors}),
         "KeyReused": closed({**error, "id": {"type": "integer"}}),
         "MoveRefused": closed({**error, "status": message["status"]}),
+        "Batch": closed({"messages": {"type": "array", "items": queued}}),
+        "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
         "Attachment": {
             "type": "object",
             "required": ["filename", "content"],
@@ -266,6 +330,7 @@ def document() -> dict[str, Any]:
         "security": [{"bearer": []}],
         "paths": {
             "/api/messages": {"post": _create()},
+            "/api/messages/batch": {"post": _create_batch()},
             "/api/messages/{id}": {
                 "get": {
                     "summary": "A message and how its delivery is going",

@@ -39,6 +39,8 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]  # fmt: skip
 # A few keys, so that repeats and reuses for other messages happen.
 KEYS = ["order-1", "order-2", "Order-1"]
+# The operations that store messages, fuzzed with the most examples.
+STORING = ("/api/messages", "/api/messages/batch")
 
 
 DATABASES = ["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)]
@@ -104,6 +106,7 @@ def _stored_whole() -> list[str]:
 
 def test_fuzzed_api_answers_as_described_and_stores_only_whole_messages(app, db_kind, make_message):
     assert openapi.IDEMPOTENCY_KEY == api.IDEMPOTENCY_KEY.pattern
+    assert (openapi.BATCH_KEY, openapi.BATCH_LIMIT) == (api.BATCH_KEY.pattern, api.BATCH_LIMIT)
     auth = {"Authorization": f"Bearer {tokens.create('fuzz')}"}
     seeded = [move_to(make_message(subject=status.value), status) for status in Status]
     # Selected explicitly, the operation that serves the document is fuzzed too.
@@ -112,31 +115,33 @@ def test_fuzzed_api_answers_as_described_and_stores_only_whole_messages(app, db_
     client = app.test_client()
     answers: Counter[int] = Counter()
     created: set[int] = set()
-    keyed: dict[str, int] = {}
+    keyed: dict[tuple[str, str], int] = {}  # (path, key): the first message's id
     replays = 0
 
     def record(case: schemathesis.Case, response: schemathesis.Response) -> None:
         """Every 201 names a stored message; a repeated key names the first one."""
         nonlocal replays
         answers[response.status_code] += 1
-        if case.operation.path != "/api/messages" or response.status_code not in (201, 409):
+        path = case.operation.path
+        if path not in STORING or response.status_code not in (201, 409):
             return
-        found = response.json()["id"]
+        answer = response.json()
+        ids = [m["id"] for m in answer["messages"]] if "messages" in answer else [answer["id"]]
         key = response.request.headers.get("Idempotency-Key")
         replayed = response.headers.get("idempotent-replayed") == ["true"]
         if response.status_code == 201:
-            created.add(found)
-            assert replayed == (key in keyed), (key, keyed)
+            created.update(ids)
+            assert replayed == ((path, key) in keyed), (key, keyed)
             replays += replayed
         if key is not None:
-            assert keyed.setdefault(key, found) == found, (key, keyed)
+            assert keyed.setdefault((path, key), ids[0]) == ids[0], (key, keyed)
 
     def steer(case: schemathesis.Case, data: st.DataObject) -> None:
         """Aim some cases at messages that exist and at keys in use."""
         if case.path_parameters and "id" in case.path_parameters:
             known = data.draw(st.one_of(st.none(), st.sampled_from([*seeded, *sorted(created)])))
             case.path_parameters = {"id": case.path_parameters["id"] if known is None else known}
-        if case.operation.path == "/api/messages":
+        if case.operation.path in STORING:
             key = data.draw(st.one_of(st.none(), st.sampled_from(KEYS)))
             if key is not None:
                 case.headers = {**(case.headers or {}), "Idempotency-Key": key}
@@ -147,7 +152,7 @@ def test_fuzzed_api_answers_as_described_and_stores_only_whole_messages(app, db_
         cases = operation.as_strategy(generation_mode=mode, feedback=FeedbackSources())
 
         @settings(
-            max_examples=EXAMPLES if operation.label == "POST /api/messages" else EXAMPLES // 2,
+            max_examples=EXAMPLES if operation.path in STORING else EXAMPLES // 2,
             derandomize=True,
             database=None,
             deadline=None,
