@@ -147,11 +147,13 @@ ROLLUP = cast(Table, AttemptHour.__table__)
 def settled_before(now: datetime) -> datetime:
     """The end of the last hour whose attempts can no longer change.
 
-    An attempt is written with finished_at taken before its commit, and a worker
-    waits out a database outage for up to LOCK_TIMEOUT before giving up on the
-    write; so an hour takes LOCK_TIMEOUT (plus clock skew) after its end to settle.
+    An attempt's finished_at is taken before its commit: the outcome may wait up to
+    RECORD_AFTER for its group, and then a worker waits out a database outage for up
+    to LOCK_TIMEOUT before giving up on the write. So an hour settles that long (plus
+    clock skew) after its end.
     """
-    lag = timedelta(seconds=current_app.config["LOCK_TIMEOUT"]) + CLOCK_SKEW
+    config = current_app.config
+    lag = timedelta(seconds=config["LOCK_TIMEOUT"] + config["RECORD_AFTER"]) + CLOCK_SKEW
     return (now - lag).replace(minute=0, second=0, microsecond=0)
 
 
