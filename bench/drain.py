@@ -11,6 +11,7 @@ RSS, and whether every message arrived exactly once. See bench/README.md.
 """
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -23,6 +24,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 from email.message import EmailMessage
@@ -178,6 +180,31 @@ def fill(count: int, attachment_sizes: list[int]) -> None:
                 sa.text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), {top}, false)")
             )
         db.session.commit()
+
+
+@contextlib.contextmanager
+def exclusive(url: str) -> Iterator[None]:
+    """Hold a server-wide lock named after the bench database for the whole run.
+
+    Every run drops and refills its database; a second run on the same one would pull
+    the tables from under the first one's workers.
+    """
+    target = sa.make_url(url)
+    server = dataset._server(target)
+    name = f"outbox-bench:{target.database}"
+    try:
+        with server.connect() as conn:
+            if server.dialect.name == "postgresql":
+                take = sa.text("SELECT pg_try_advisory_lock(hashtext(:name))")
+            else:
+                take = sa.text("SELECT GET_LOCK(:name, 0)")
+            if not conn.execute(take, {"name": name}).scalar():
+                sys.exit(
+                    f"another bench run is using {target.database!r}; give this one its own --url"
+                )
+            yield
+    finally:
+        server.dispose()  # the lock ends with its connection
 
 
 def prepare(url: str, count: int, attachment_sizes: list[int]) -> Flask:
@@ -414,6 +441,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.ceiling_only:
         measure_ceilings(args, sample_mail(sizes))
         return 0
+    with exclusive(args.url):
+        return measured(args, extra, sizes)
+
+
+def measured(args: argparse.Namespace, extra: dict[str, str], sizes: list[int]) -> int:
+    """Fill, measure the ceiling, drain and check; 0 if every message went out once."""
     app = prepare(args.url, args.messages, sizes)
     ceilings = measure_ceilings(args, sample_mail(sizes))
     folder = Path(tempfile.mkdtemp(prefix="outbox-drain-"))

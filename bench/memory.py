@@ -97,7 +97,8 @@ def run_case(args: argparse.Namespace, name: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
-    results = [run_case(args, name) for name in args.case or CASES]
+    with drain.exclusive(args.url):
+        results = [run_case(args, name) for name in args.case or CASES]
     return 0 if all(results) else 1
 
 
