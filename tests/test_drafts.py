@@ -72,3 +72,13 @@ def test_a_bad_default_sender_is_named_on_every_draft():
         assert "default sender is unusable" in refused.value.errors["from"]
     draft = build_draft({"to": "a@example.com", "text": "hi"}, "Shop <shop@example.com>")
     assert draft.from_addr == "Shop <shop@example.com>"
+
+
+def test_a_remembered_check_gives_the_same_addresses_and_still_refuses():
+    named = 'Zoë Ärger <zoe@Example.COM>, "Doe, J" <j@example.com>'
+    first = parse_addresses([named])
+    assert first == parse_addresses([named]) == [
+        "Zoë Ärger <zoe@example.com>", '"Doe, J" <j@example.com>']  # fmt: skip
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not a valid address"):
+            parse_addresses(["Ann <ann@example..com>"])
