@@ -278,12 +278,14 @@ class Run:
     code: int | None = None
     peak_kib: int = 0
     ended: float = 0.0
+    cpu: float = 0.0  # seconds of user and system time
 
     def wait(self) -> None:
         _, status, usage = os.wait4(self.process.pid, 0)
         self.ended = time.perf_counter()
         self.code = self.process.returncode = os.waitstatus_to_exitcode(status)
         self.peak_kib = usage.ru_maxrss  # KiB on Linux; with py-spy, the larger of the two
+        self.cpu = usage.ru_utime + usage.ru_stime
 
     def tally(self) -> tuple[int, int, int] | None:
         found = TALLY.findall(self.stdout.read_text(errors="replace"))
@@ -445,6 +447,36 @@ def main(argv: list[str] | None = None) -> int:
         return measured(args, extra, sizes)
 
 
+def cpu_seconds(pid: int | None) -> float:
+    """User and system time a process has used so far (Linux /proc), 0 if unknown."""
+    if pid is None:
+        return 0.0
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def database_pid() -> int | None:
+    """The local database server's process, if there is one to watch."""
+    for name in ("mariadbd", "mysqld"):
+        found = subprocess.run(["pidof", "-s", name], capture_output=True, text=True)
+        if found.returncode == 0:
+            return int(found.stdout.split()[0])
+    return None
+
+
+def cpu_report(count: int, runs: list[Run], server: float, sink: float) -> None:
+    """CPU time per message: less shaken by a busy machine than the wall-clock rate."""
+    workers = sum(run.cpu for run in runs)
+    total = workers + server + sink
+    print(f"  CPU per message: workers {1e6 * workers / count:,.0f} us, database server "
+          f"{1e6 * server / count:,.0f} us, sink {1e6 * sink / count:,.0f} us; all "
+          f"{1e6 * total / count:,.0f} us = at most {os.cpu_count() * count / total:,.0f} "
+          f"msgs/s on {os.cpu_count()} cores")  # fmt: skip
+
+
 def measured(args: argparse.Namespace, extra: dict[str, str], sizes: list[int]) -> int:
     """Fill, measure the ceiling, drain and check; 0 if every message went out once."""
     app = prepare(args.url, args.messages, sizes)
@@ -459,8 +491,12 @@ def measured(args: argparse.Namespace, extra: dict[str, str], sizes: list[int]) 
     profile = folder / "profile.speedscope.json" if args.profile else None
     try:
         env = worker_env(args.url, host, int(port), folder, extra)
+        server, sink_pid = database_pid(), sink.process.pid if sink is not None else None
+        before = cpu_seconds(server), cpu_seconds(sink_pid)
         elapsed, runs = drain(args.processes, env, folder, profile)
+        after = cpu_seconds(server), cpu_seconds(sink_pid)
         report(args, elapsed, runs, ceilings)
+        cpu_report(args.messages, runs, after[0] - before[0], after[1] - before[1])
         ok = verdict(app, args.messages, sink)
     finally:
         if sink is not None:
