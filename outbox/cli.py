@@ -14,9 +14,16 @@ def _logging() -> None:
 
 
 @click.command("worker")
-def worker_command() -> None:
+@click.option(
+    "--processes", type=click.IntRange(min=1), default=1, show_default=True,
+    help="Worker processes to run side by side; a stop reaches them all, a crashed one is "
+    "started again.",
+)  # fmt: skip
+def worker_command(processes: int) -> None:
     """Run a worker: drain the queue every OUTBOX_POLL_INTERVAL seconds until stopped."""
     _logging()
+    if processes > 1:
+        raise SystemExit(worker.run_many(processes))
     worker.run(current_app._get_current_object())  # type: ignore[attr-defined]
 
 

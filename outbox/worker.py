@@ -4,6 +4,8 @@ import logging
 import os
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -249,3 +251,33 @@ def run(app: Flask) -> None:
     with busy:  # let the message in hand finish and the rest be handed back
         pass
     log.info("%s: stopped", worker.worker_id)
+
+
+def run_many(count: int, restart_after: float = 1.0) -> int:
+    """Run count worker processes until SIGTERM or SIGINT; the exit code of the stop.
+
+    Each is a whole `outbox worker` of its own (its own connections, claims and
+    heartbeat), started with this process's environment and settings. One that dies
+    is started again; a stop is passed on to all of them and waited for.
+    """
+    command = [sys.executable, "-m", "outbox.cli", "worker"]
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    children = [subprocess.Popen(command) for _ in range(count)]
+    log.info("started %d worker processes: %s", count, [c.pid for c in children])
+    while True:
+        found = signal.sigtimedwait(stops, restart_after)
+        if found is not None:
+            log.info("%s received, stopping %d worker processes",
+                     signal.Signals(found.si_signo).name, count)  # fmt: skip
+            break
+        for n, child in enumerate(children):
+            if child.poll() is not None:
+                log.error("worker process %d exited with %s; starting another",
+                          child.pid, child.returncode)  # fmt: skip
+                children[n] = subprocess.Popen(command)
+    for child in children:
+        child.send_signal(signal.SIGTERM)
+    codes = [child.wait() for child in children]
+    log.info("worker processes stopped: exit codes %s", codes)
+    return max(codes, key=abs)

@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -137,3 +138,36 @@ def test_sigterm_finishes_the_message_in_hand_and_hands_back_the_rest(smtp_app, 
     received = Counter(smtp.recorder.message_ids())
     assert sorted(received) == sorted(expected) and max(received.values()) == 1
     assert db.session.query(Attempt).filter_by(outcome="worker lost").count() == 0
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes pid started (Linux /proc)."""
+    found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return sorted(int(child) for child in found)
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads /proc (Linux)")
+@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
+    smtp_app, smtp, tmp_path
+):
+    expected = enqueue_many(300)
+    smtp.recorder.delay = 0.005
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=1, BATCH_SIZE=10, SMTP_TIMEOUT=0.5,
+                     LOCK_TIMEOUT=2)  # fmt: skip
+    command = [*OUTBOX, "worker", "--processes", "2"]
+    parent = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=30)
+    first = children_of(parent.pid)
+    wait_until(lambda: len(smtp.received) >= 50, timeout=60)
+    os.kill(first[0], signal.SIGKILL)
+    wait_until(lambda: len(children_of(parent.pid)) == 2 and children_of(parent.pid) != first,
+               timeout=30)  # fmt: skip
+    wait_until(lambda: statuses() == {Status.SENT: 300}, timeout=120)
+    senders = {a.worker_id for a in db.session.query(Attempt).filter_by(outcome="sent")}
+    assert len(senders) == 3, "both first processes and the one started after the kill"
+    parent.send_signal(signal.SIGTERM)
+    _, log = parent.communicate(timeout=60)
+    assert parent.returncode == 0, log
+    assert "worker processes stopped: exit codes [0, 0]" in log
+    assert set(smtp.recorder.message_ids()) == set(expected)
