@@ -1,10 +1,12 @@
 """Queue moves on SQLite, MariaDB and PostgreSQL: claim, outcomes, stale claims, resend."""
 
+import random
 from datetime import datetime, timedelta
 
 import pytest
 
 from outbox import queue
+from outbox.drafts import Draft
 from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
 from outbox.status import Status
@@ -188,3 +190,13 @@ def test_timestamps_keep_microseconds(app, make_message):
     moment = datetime(2026, 3, 4, 5, 6, 7, 123456)
     message = make_message(now=moment)
     assert fresh(message.id).created_at == moment
+
+
+def test_message_ids_stay_apart_when_the_program_seeds_random(app):
+    # Test tools and some programs seed the random module; make_msgid draws from it.
+    draft = Draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
+    ids = set()
+    for _ in range(3):
+        random.seed(7)
+        ids.add(queue._message_row(draft, utcnow())["message_id"])
+    assert len(ids) == 3
