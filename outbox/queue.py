@@ -2,6 +2,7 @@
 
 import functools
 import hashlib
+import io
 import random
 import secrets
 import time
@@ -306,9 +307,15 @@ def read_attachments(message_pk: int, count: int | None = None) -> list[tuple[st
     """
     found = []
     listing = select(Attachment).where(Attachment.message_pk == message_pk)
-    for attachment in db.session.execute(listing.order_by(Attachment.id)).scalars():
+    for attachment in db.session.execute(listing.order_by(Attachment.id)).scalars().all():
         chunks = select(AttachmentChunk.data).where(AttachmentChunk.attachment_id == attachment.id)
-        data = b"".join(db.session.execute(chunks.order_by(AttachmentChunk.seq)).scalars())
+        # One chunk at a time from the server into one buffer, whose getvalue() hands
+        # its bytes over uncopied: all chunks fetched and then joined held a 20 MiB
+        # attachment twice.
+        buffer, ordered = io.BytesIO(), chunks.order_by(AttachmentChunk.seq)
+        for chunk in db.session.scalars(ordered, execution_options={"yield_per": 1}):
+            buffer.write(chunk)
+        data = buffer.getvalue()
         if len(data) != attachment.size:
             raise Damaged(
                 f"attachment {attachment.filename!r} holds {len(data)} of its "
