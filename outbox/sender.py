@@ -1,12 +1,15 @@
 """Speaking SMTP: building each message with Flask-Mail and sorting SMTP errors."""
 
+import binascii
 import contextlib
+import copy
+import re
 import secrets
 import smtplib
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from email.header import Header
 from email.policy import Compat32
@@ -49,10 +52,88 @@ class WirePolicy(Compat32):
 WIRE = WirePolicy(linesep="\r\n")
 
 
+# Raw attachment bytes base64-encoded at a time: 57 bytes make one 76-character
+# line, as email.encoders writes them; a block is about 620 KiB on the wire.
+BLOCK_BYTES = 57 * 8192
+# smtplib's dot-stuffing: a line that starts with "." gets another.
+LINE_DOT = re.compile(rb"(?m)^\.")
+
+
+def _base64_lines(data: bytes) -> Iterator[bytes]:
+    """data as email.encoders writes it: base64 lines of 76 characters, here with CRLF."""
+    view = memoryview(data)
+    for start in range(0, len(view), BLOCK_BYTES):
+        text = binascii.b2a_base64(view[start : start + BLOCK_BYTES], newline=False)
+        lines = [text[i : i + 76] for i in range(0, len(text), 76)]
+        lines.append(b"")  # the last line's CRLF
+        yield b"\r\n".join(lines)
+
+
+def _base64_size(size: int) -> int:
+    chars = -(-size // 3) * 4
+    return chars + 2 * -(-chars // 76)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A message's DATA: the rendered text around each attachment's body, kept raw.
+
+    texts holds one more item than bodies: the text before the first body, between
+    bodies and after the last. A body goes on the wire as base64 made a block at a
+    time, so a 20 MiB attachment is never held encoded, whole, beside its raw bytes.
+    """
+
+    texts: list[bytes]
+    bodies: list[bytes]
+
+    def size(self) -> int:
+        """Bytes in the DATA before dot-stuffing, as the SIZE parameter counts them."""
+        return sum(map(len, self.texts)) + sum(_base64_size(len(b)) for b in self.bodies)
+
+    def pieces(self) -> Iterator[bytes]:
+        """The DATA in order, in pieces that each begin a line."""
+        yield self.texts[0]
+        for body, text in zip(self.bodies, self.texts[1:], strict=True):
+            yield from _base64_lines(body)
+            yield text
+
+
 class OutgoingMessage(Message):
     """Flask-Mail's message, rendered for the wire with the legacy policy."""
 
+    def render(self) -> Rendered:
+        """The DATA, each attachment's body left out of the email package.
+
+        The email package holds an attachment four times over while it encodes and
+        writes it (raw, base64 pieces, joined, and as a str). Flask-Mail renders a
+        stand-in for each body instead: bytes whose base64 is one random line, found
+        in the text afterwards and cut out, with the headers Flask-Mail writes.
+        """
+        stand_in, markers, bodies = copy.copy(self), [], []
+        stand_in.attachments = []
+        for attachment in self.attachments:
+            if isinstance(attachment.data, str):  # not from build(): left to the email package
+                stand_in.attachments.append(attachment)
+                continue
+            bodies.append(attachment.data)
+            marker = f"outboxattachment{secrets.token_hex(16)}".encode()  # 48 base64 digits
+            markers.append(marker + b"\r\n")
+            stand = copy.copy(attachment)
+            stand.data = binascii.a2b_base64(marker)
+            stand_in.attachments.append(stand)
+        rest, texts = stand_in._wire_bytes(), []
+        for marker in markers:
+            before, found, rest = rest.partition(marker)
+            if not found:
+                raise ValueError("an attachment's stand-in is missing from the rendered text")
+            texts.append(before)
+        texts.append(rest)
+        return Rendered(texts, bodies)
+
     def as_bytes(self) -> bytes:
+        return b"".join(self.render().pieces())
+
+    def _wire_bytes(self) -> bytes:
         message = self._message()
         message.policy = WIRE  # Flask-Mail sets policy.SMTP, which set_boundary would use
         for part in message.walk():
@@ -298,7 +379,7 @@ def deliver(
     connection is cut and the message deferred, while the claim still holds.
     """
     try:
-        data = message.as_bytes()
+        data = message.render()
         envelope = (sanitize_address(message.sender), list(sanitize_addresses(message.send_to)))
     except Exception as exc:
         return Result(Outcome.FAILED, None, f"cannot build message: {type(exc).__name__}: {exc}")
@@ -315,7 +396,74 @@ def deliver(
     return result
 
 
-def _send(session: SmtpSession, envelope: tuple[str, list[str]], data: bytes) -> Result:
+def sendmail(
+    host: smtplib.SMTP, sender: str, recipients: list[str], data: Rendered
+) -> dict[str, tuple[int, bytes]]:
+    """smtplib's SMTP.sendmail, sending the DATA piece by piece.
+
+    smtplib makes three whole copies of a message on its way out (dot-stuffed, then
+    with CRLF, then with the final dot). Here each piece is dot-stuffed and sent on
+    its own. The rest is sendmail's: the same commands, the same RSET or close, the
+    same exceptions, and the refused recipients when some but not all are refused.
+    """
+    host.ehlo_or_helo_if_needed()
+    options = [f"size={data.size()}"] if host.does_esmtp and host.has_extn("size") else []
+    code, reply = host.mail(sender, options)
+    if code != 250:
+        _end_transaction(host, code)
+        raise smtplib.SMTPSenderRefused(code, reply, sender)
+    refused = {}
+    for recipient in recipients:
+        code, reply = host.rcpt(recipient)
+        if code not in (250, 251):
+            refused[recipient] = (code, reply)
+        if code == 421:
+            host.close()
+            raise smtplib.SMTPRecipientsRefused(refused)
+    if len(refused) == len(recipients):
+        _rset(host)
+        raise smtplib.SMTPRecipientsRefused(refused)
+    code, reply = _data(host, data)
+    if code != 250:
+        _end_transaction(host, code)
+        raise smtplib.SMTPDataError(code, reply)
+    return refused
+
+
+def _end_transaction(host: smtplib.SMTP, code: int) -> None:
+    """Close after a 421, else RSET, as sendmail does after a refused command."""
+    if code == 421:
+        host.close()
+    else:
+        _rset(host)
+
+
+def _rset(host: smtplib.SMTP) -> None:
+    with contextlib.suppress(smtplib.SMTPServerDisconnected):
+        host.rset()
+
+
+def _data(host: smtplib.SMTP, data: Rendered) -> tuple[int, bytes]:
+    """smtplib's SMTP.data for a message in pieces, each starting a line."""
+    host.putcmd("data")
+    code, reply = host.getreply()
+    if code != 354:
+        raise smtplib.SMTPDataError(code, reply)
+    held = b""
+    for piece in data.pieces():
+        if not piece:
+            continue
+        if held:
+            host.send(held)
+        # Base64 lines never start with a dot; find() is far cheaper than the regex.
+        dotted = piece.startswith(b".") or piece.find(b"\n.") >= 0
+        held = LINE_DOT.sub(b"..", piece) if dotted else piece
+    # The last piece goes with the final dot in one write, as smtplib sends it.
+    host.send(held + (b".\r\n" if held.endswith(b"\r\n") else b"\r\n.\r\n"))
+    return host.getreply()
+
+
+def _send(session: SmtpSession, envelope: tuple[str, list[str]], data: Rendered) -> Result:
     try:
         host = session.host()
     except Exception as exc:
@@ -324,7 +472,7 @@ def _send(session: SmtpSession, envelope: tuple[str, list[str]], data: bytes) ->
         found = classify(exc)
         return Result(Outcome.DEFERRED, found.code, f"cannot connect: {found.error}")
     try:
-        refused = host.sendmail(envelope[0], envelope[1], data)
+        refused = sendmail(host, envelope[0], envelope[1], data)
     except smtplib.SMTPRecipientsRefused as exc:
         if any(code == 421 for code, _ in exc.recipients.values()):
             session.drop()  # smtplib has closed the connection
