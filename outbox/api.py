@@ -132,7 +132,8 @@ def _uploads() -> tuple[list[Upload], dict[str, str]]:
 def _draft(default_sender: str | None) -> Draft:
     """The request's message, with every bad field and upload named in one DraftError."""
     fields = _request_fields()
-    uploads, errors = _uploads()
+    # Only multipart bodies carry files; asking a JSON request for them parses it as a form.
+    uploads, errors = _uploads() if request.mimetype == "multipart/form-data" else ([], {})
     try:
         draft = build_draft(fields, default_sender)
     except DraftError as exc:
