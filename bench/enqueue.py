@@ -1,0 +1,268 @@
+"""How fast the API takes mail under gunicorn, one message a request and in batches (by hand).
+
+    .venv/bin/python bench/enqueue.py                      # MariaDB, 20,000 + 200 x 1,000
+    .venv/bin/python bench/enqueue.py --requests 2000 --batches 20
+    .venv/bin/python bench/enqueue.py --worker-class sync --workers 3
+
+The database named in --url is dropped, created and migrated (its name must contain
+"bench"); the app runs under gunicorn; client processes post over keep-alive connections;
+then the database must hold exactly the messages that were acknowledged. See bench/README.md.
+"""
+
+import argparse
+import http.client
+import json
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import dataset
+import sqlalchemy as sa
+from flask_migrate import upgrade
+
+from outbox import tokens
+from outbox.extensions import db
+from outbox.models import Message
+
+DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_enqueue?charset=utf8mb4"
+GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
+TEXT = ("Hello,\n\nyour order has shipped and should reach you within three working days. "
+        "You can follow the parcel from your account page at any time.\n\nThank you for "
+        "shopping with us.\n-- \nThe shop team, customer service, Monday to Friday\n")  # fmt: skip
+
+
+def message(n: int) -> dict[str, object]:
+    """The n-th message: a typical transactional mail of about 300 bytes of text."""
+    return {"from": "Shop <shop@example.com>", "to": f"customer{n}@example.com",
+            "subject": f"Your order {n} has shipped", "text": TEXT}  # fmt: skip
+
+
+@dataclass
+class Share:
+    """What one client process sends: its request bodies and how many messages each holds."""
+
+    path: str
+    bodies: list[bytes]
+    per_request: int
+
+
+@dataclass
+class Outcome:
+    """What one client process saw."""
+
+    latencies: list[float] = field(default_factory=list)  # seconds, per request
+    statuses: Counter[int] = field(default_factory=Counter)
+    ids: list[int] = field(default_factory=list)  # acknowledged message ids
+    failures: Counter[str] = field(default_factory=Counter)  # connection errors
+
+
+def client(port: int, token: str, share: Share, start: multiprocessing.Event, out) -> None:  # type: ignore[no-untyped-def]
+    """Post every body of the share over one keep-alive connection, in turn."""
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    outcome = Outcome()
+    start.wait()
+    for body in share.bodies:
+        began = time.perf_counter()
+        try:
+            conn.request("POST", share.path, body=body, headers=headers)
+            response = conn.getresponse()
+            data = response.read()
+        except (OSError, http.client.HTTPException) as exc:
+            outcome.failures[type(exc).__name__] += 1
+            conn.close()
+            continue
+        outcome.latencies.append(time.perf_counter() - began)
+        outcome.statuses[response.status] += 1
+        if response.status == 201:
+            answer = json.loads(data)
+            outcome.ids.extend([m["id"] for m in answer["messages"]] if share.per_request > 1
+                               else [answer["id"]])  # fmt: skip
+    conn.close()
+    out.send(outcome)
+    out.close()
+
+
+def shares(total: int, per_request: int, clients: int, first: int) -> list[Share]:
+    """total requests of per_request messages each, dealt out to the clients in turn."""
+    path = "/api/messages/batch" if per_request > 1 else "/api/messages"
+    found = [Share(path, [], per_request) for _ in range(clients)]
+    for r in range(total):
+        numbers = range(first + r * per_request, first + (r + 1) * per_request)
+        if per_request > 1:
+            body = {"messages": [message(n) for n in numbers]}
+        else:
+            body = message(numbers[0])
+        found[r % clients].bodies.append(json.dumps(body).encode())
+    return found
+
+
+@dataclass
+class Run:
+    name: str
+    seconds: float
+    requests: int
+    messages: int
+    outcome: Outcome
+
+
+def drive(name: str, port: int, token: str, parts: list[Share]) -> Run:
+    """Run one client process per share, started together; gather what they saw."""
+    context = multiprocessing.get_context("fork")
+    start = context.Event()
+    pipes, procs = [], []
+    for share in parts:
+        mine, theirs = context.Pipe(duplex=False)
+        proc = context.Process(target=client, args=(port, token, share, start, theirs))
+        proc.start()
+        pipes.append(mine)
+        procs.append(proc)
+    time.sleep(0.5)  # let every client connect its socket code and wait at the start
+    began = time.perf_counter()
+    start.set()
+    total = Outcome()
+    for pipe in pipes:
+        part: Outcome = pipe.recv()
+        total.latencies += part.latencies
+        total.statuses += part.statuses
+        total.ids += part.ids
+        total.failures += part.failures
+    seconds = time.perf_counter() - began
+    for proc in procs:
+        proc.join()
+    requests = sum(len(s.bodies) for s in parts)
+    return Run(name, seconds, requests, requests * parts[0].per_request, total)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def serve(url: str, args: argparse.Namespace, instance: str) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]
+    """Start gunicorn on a free port and wait until it answers."""
+    port = free_port()
+    env = {**os.environ, "OUTBOX_DATABASE_URL": url, "OUTBOX_SECRET_KEY": "bench",
+           "OUTBOX_INSTANCE_PATH": instance}  # fmt: skip
+    command = [GUNICORN, "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
+               "--worker-class", args.worker_class, "--threads", str(args.threads),
+               "--backlog", "512", "outbox:create_app()"]  # fmt: skip
+    server = subprocess.Popen(command, env=env)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/api/openapi.json")
+            conn.getresponse().read()  # 401 without a token: it is up all the same
+            conn.close()
+            return server, port
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    sys.exit("gunicorn did not answer within 30 s")
+
+
+def worker_pids(master: int) -> list[int]:
+    found = []
+    for task in Path(f"/proc/{master}/task").iterdir():
+        found += [int(p) for p in (task / "children").read_text().split()]
+    return found
+
+
+def peak_rss(pids: list[int]) -> list[int]:
+    """The peak resident memory (VmHWM) of each process, in KiB."""
+    peaks = []
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peaks.append(int(line.split()[1]))
+    return peaks
+
+
+def report(run: Run) -> None:
+    out = run.outcome
+    ms = sorted(x * 1000 for x in out.latencies) or [0.0]
+    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    statuses = ", ".join(f"{code}: {n}" for code, n in sorted(out.statuses.items()))
+    failures = ", ".join(f"{k}: {n}" for k, n in out.failures.items()) or "none"
+    print(f"{run.name}: {run.requests} requests, {run.messages} messages in {run.seconds:.2f} s")
+    print(f"  {run.requests / run.seconds:,.0f} requests/s, {run.messages / run.seconds:,.0f} "
+          f"messages/s acknowledged {len(out.ids):,}")  # fmt: skip
+    print(f"  latency p50 {statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms")
+    print(f"  answers {statuses}; connection failures {failures}")
+
+
+def check_stored(app, acknowledged: list[int]) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the database holds exactly the acknowledged messages, each once."""
+    with app.app_context():
+        stored = set(db.session.scalars(sa.select(Message.id)))
+        db.session.remove()
+    wanted = set(acknowledged)
+    ok = stored == wanted and len(wanted) == len(acknowledged)
+    print(f"  stored {len(stored):,} messages; acknowledged {len(acknowledged):,} "
+          f"({len(wanted):,} distinct): {'exactly those' if ok else 'MISMATCH'}")  # fmt: skip
+    if not ok:
+        print(f"  stored but not acknowledged: {len(stored - wanted)}; "
+              f"acknowledged but not stored: {len(wanted - stored)}")  # fmt: skip
+    return ok
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=DEFAULT_URL, help="the bench database (dropped first)")
+    parser.add_argument("--clients", type=int, default=4, help="client processes")
+    parser.add_argument("--requests", type=int, default=20_000, help="single-message requests")
+    parser.add_argument("--batches", type=int, default=200, help="batch requests")
+    parser.add_argument("--batch-size", type=int, default=1000, help="messages per batch")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
+    parser.add_argument("--worker-class", default="gthread", choices=["sync", "gthread"])
+    parser.add_argument("--threads", type=int, default=2, help="threads per gthread worker")
+    args = parser.parse_args()
+
+    dataset.database(args.url, recreate=True)
+    app = dataset.make_app(args.url)
+    with app.app_context():
+        upgrade()
+        token = tokens.create("bench")
+        db.session.remove()
+        db.engine.dispose()
+    setting = f"{args.workers} {args.worker_class} workers"
+    if args.worker_class == "gthread":
+        setting += f" x {args.threads} threads"
+    print(f"gunicorn: {setting}; {args.clients} client processes; {sa.make_url(args.url)!r}")
+    with tempfile.TemporaryDirectory() as instance:
+        server, port = serve(args.url, args, instance)
+        acknowledged: list[int] = []
+        ok = True
+        try:
+            pids = worker_pids(server.pid)
+            plan = [("single", args.requests, 1), ("batch", args.batches, args.batch_size)]
+            first = 0
+            for name, total, per_request in plan:
+                if total == 0:
+                    continue
+                run = drive(name, port, token, shares(total, per_request, args.clients, first))
+                first += total * per_request
+                report(run)
+                acknowledged += run.outcome.ids
+                ok = check_stored(app, acknowledged) and ok
+            peaks = peak_rss(pids)
+            print(f"gunicorn workers' peak RSS: {', '.join(f'{p / 1024:.0f}' for p in peaks)} MiB")
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
