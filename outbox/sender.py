@@ -40,8 +40,10 @@ class WirePolicy(Compat32):
             first, *rest = value.splitlines() or [""]
             lines = [f"{name}: {first}", *rest]
             limit = self.max_line_length or 78
+            # A line with no space in its value has nowhere to fold (a Message-ID).
+            unfoldable = not rest and not any(c in " \t" for c in first)
             if (
-                len(lines[0]) <= (limit if not rest else 998)
+                len(lines[0]) <= (limit if not rest and not unfoldable else 998)
                 and all(len(line) <= limit for line in rest)
                 and all(line[:1] in (" ", "\t") and line.strip() for line in rest)
             ):
@@ -475,13 +477,13 @@ def _send(session: SmtpSession, envelope: tuple[str, list[str]], data: Rendered)
         refused = sendmail(host, envelope[0], envelope[1], data)
     except smtplib.SMTPRecipientsRefused as exc:
         if any(code == 421 for code, _ in exc.recipients.values()):
-            session.drop()  # smtplib has closed the connection
-        return classify(exc)  # otherwise smtplib has reset the session
+            session.drop()  # sendmail has closed the connection
+        return classify(exc)  # otherwise sendmail has reset the session
     except smtplib.SMTPResponseException as exc:
         if exc.smtp_code == 421 or exc.smtp_code < 200:
             session.drop()  # the server is closing, or the reply made no sense
         else:
-            session.reset()  # smtplib sends no RSET when the DATA command is refused
+            session.reset()  # sendmail sends no RSET when the DATA command is refused
         return classify(exc)
     except Exception as exc:
         session.drop()
