@@ -111,6 +111,8 @@ class OutgoingMessage(Message):
         stand-in for each body instead: bytes whose base64 is one random line, found
         in the text afterwards and cut out, with the headers Flask-Mail writes.
         """
+        if not self.attachments:
+            return Rendered([self._wire_bytes()], [])
         stand_in, markers, bodies = copy.copy(self), [], []
         stand_in.attachments = []
         for attachment in self.attachments:
