@@ -280,11 +280,23 @@ class Run:
     ended: float = 0.0
     cpu: float = 0.0  # seconds of user and system time
 
+    def watch(self) -> None:
+        """Follow the process's own high-water mark (VmHWM) until it ends.
+
+        wait4's ru_maxrss cannot be trusted here: a child started with vfork has the
+        parent's peak folded into its own, and this process filled the database.
+        """
+        status = Path(f"/proc/{self.process.pid}/status")
+        while self.code is None:
+            with contextlib.suppress(OSError, StopIteration, ValueError):
+                line = next(x for x in status.read_text().splitlines() if x.startswith("VmHWM:"))
+                self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+            time.sleep(0.1)
+
     def wait(self) -> None:
         _, status, usage = os.wait4(self.process.pid, 0)
         self.ended = time.perf_counter()
         self.code = self.process.returncode = os.waitstatus_to_exitcode(status)
-        self.peak_kib = usage.ru_maxrss  # KiB on Linux; with py-spy, the larger of the two
         self.cpu = usage.ru_utime + usage.ru_stime
 
     def tally(self) -> tuple[int, int, int] | None:
@@ -323,6 +335,7 @@ def drain(
             process = subprocess.Popen(argv, env=env, stdout=stdout, stderr=stderr)
         runs.append(Run(process, out, err))
     waiters = [threading.Thread(target=run.wait) for run in runs]
+    waiters += [threading.Thread(target=run.watch) for run in runs]
     for waiter in waiters:
         waiter.start()
     for waiter in waiters:
