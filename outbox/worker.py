@@ -1,5 +1,6 @@
 """The worker: an APScheduler job that drains every due message, batch after batch."""
 
+import ctypes
 import logging
 import os
 import signal
@@ -253,6 +254,17 @@ def run(app: Flask) -> None:
     log.info("%s: stopped", worker.worker_id)
 
 
+def _die_with_parent() -> None:
+    """In a child, before exec (Linux): SIGTERM when the process that started it dies.
+
+    A supervisor killed outright would otherwise leave its workers running unwatched.
+    """
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
 def run_many(count: int, restart_after: float = 1.0) -> int:
     """Run count worker processes until SIGTERM or SIGINT; the exit code of the stop.
 
@@ -263,7 +275,8 @@ def run_many(count: int, restart_after: float = 1.0) -> int:
     command = [sys.executable, "-m", "outbox.cli", "worker"]
     stops = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-    children = [subprocess.Popen(command) for _ in range(count)]
+    tie = _die_with_parent if sys.platform == "linux" else None
+    children = [subprocess.Popen(command, preexec_fn=tie) for _ in range(count)]
     log.info("started %d worker processes: %s", count, [c.pid for c in children])
     while True:
         found = signal.sigtimedwait(stops, restart_after)
@@ -275,7 +288,7 @@ def run_many(count: int, restart_after: float = 1.0) -> int:
             if child.poll() is not None:
                 log.error("worker process %d exited with %s; starting another",
                           child.pid, child.returncode)  # fmt: skip
-                children[n] = subprocess.Popen(command)
+                children[n] = subprocess.Popen(command, preexec_fn=tie)
     for child in children:
         child.send_signal(signal.SIGTERM)
     codes = [child.wait() for child in children]

@@ -1,5 +1,6 @@
 """Real worker processes against real databases: parallel drains, SIGKILL and SIGTERM."""
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -177,3 +178,23 @@ def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
     assert parent.returncode == 0, log
     assert "worker processes stopped: exit codes [0, 0]" in log
     assert set(smtp.recorder.message_ids()) == set(expected)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
+@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def test_worker_processes_stop_when_their_supervisor_is_killed(smtp_app, smtp, tmp_path):
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=60)
+    parent = subprocess.Popen([*OUTBOX, "worker", "--processes", "2"], env=env,
+                              stderr=subprocess.DEVNULL)  # fmt: skip
+    children: list[int] = []
+    try:
+        wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=30)
+        children = children_of(parent.pid)
+        parent.kill()
+        parent.wait()
+        wait_until(lambda: not any(Path(f"/proc/{c}").exists() for c in children), timeout=30)
+    finally:
+        parent.kill()
+        for child in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
