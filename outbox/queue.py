@@ -470,7 +470,7 @@ def _per_row(values: dict[int, Any]) -> Any:
     return case(values, value=Message.id)
 
 
-def record(finished: Sequence[Finished], retry: Retry) -> dict[int, Status]:
+def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int, Status]:
     """Record the outcomes of some of one worker's claims in one transaction; commit.
 
     Returns the new status of each message recorded. A message left out was no
@@ -512,6 +512,8 @@ def record(finished: Sequence[Finished], retry: Retry) -> dict[int, Status]:
         if new is Status.SENT:
             values["sent_at"] = _per_row(at)
         elif new is Status.DEFERRED:
+            if retry is None:
+                raise ValueError("recording a deferral needs the retry schedule")
             due = {
                 done.claim.id: next_attempt_at(
                     done.claim.attempts + 1,
@@ -528,7 +530,8 @@ def record(finished: Sequence[Finished], retry: Retry) -> dict[int, Status]:
             returning = stmt.returning(Message.id).execution_options(synchronize_session=False)
             moved = set(db.session.execute(returning).scalars())
         else:
-            assert _changed(stmt) == len(at)  # locked above, so all of them move
+            changed = _changed(stmt)
+            assert changed == len(at), (changed, len(at))  # locked above: all of them move
             moved = set(at)
         for done, outcome, error in rows:
             if done.claim.id in moved:
@@ -564,12 +567,12 @@ def _settles(done: Finished) -> tuple[Status, Outcome, str | None]:
 
 def mark_sent(claim: Claim, now: datetime, note: str | None = None) -> bool:
     """The message went out (note lists recipients the server refused, if any)."""
-    return _finish(claim, Status.SENT, Outcome.SENT, now, {"sent_at": now}, error=note)
+    return claim.id in record([Finished(claim, Outcome.SENT, now, None, note)])
 
 
 def mark_failed(claim: Claim, now: datetime, code: int | None, error: str) -> bool:
     """The message will never go out: a permanent refusal or a message that cannot be built."""
-    return _finish(claim, Status.FAILED, Outcome.FAILED, now, {}, code, error)
+    return claim.id in record([Finished(claim, Outcome.FAILED, now, code, error)])
 
 
 def mark_deferred(
@@ -579,14 +582,7 @@ def mark_deferred(
 
     Returns the new status, or None if the claim was no longer this worker's.
     """
-    attempts = claim.attempts + 1
-    if attempts >= claim.max_attempts:
-        error = f"{error} (gave up after {attempts} attempts)"
-        return Status.FAILED if mark_failed(claim, now, code, error) else None
-    when = next_attempt_at(attempts, now, retry.delay, retry.backoff, retry.max_delay)
-    values: dict[str, object] = {"next_attempt_at": when}
-    moved = _finish(claim, Status.DEFERRED, Outcome.DEFERRED, now, values, code, error)
-    return Status.DEFERRED if moved else None
+    return record([Finished(claim, Outcome.DEFERRED, now, code, error)], retry).get(claim.id)
 
 
 def renew(claims: Sequence[Claim], now: datetime) -> set[int]:
