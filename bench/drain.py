@@ -1,7 +1,7 @@
 """How fast `outbox send-queued` drains a full queue into a fast SMTP sink, run by hand.
 
-    .venv/bin/python bench/drain.py --messages 20000 --processes 4
-    .venv/bin/python bench/drain.py                  # 100,000 messages, 4 processes, MariaDB
+    .venv/bin/python bench/drain.py --messages 20000 --processes 3
+    .venv/bin/python bench/drain.py                  # 100,000 messages, a process per core, MariaDB
 
 Fills the bench database named in --url with queued messages, measures the ceiling (a
 bare smtplib client per connection sending pre-built mails into the same sink), then
@@ -60,7 +60,12 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=DEFAULT_URL, help="bench database (dropped and refilled)")
     parser.add_argument("--messages", type=int, default=100_000, help="queued messages to drain")
-    parser.add_argument("--processes", type=int, default=4, help="send-queued processes at once")
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=os.cpu_count() or 2,
+        help="send-queued processes at once (default: one per core)",
+    )
     parser.add_argument("--batch", type=int, help="OUTBOX_BATCH_SIZE (default: the app's)")
     parser.add_argument("--threads", type=int, help="OUTBOX_THREADS, if the config has it")
     parser.add_argument(
@@ -328,7 +333,9 @@ def drain(
     for n in range(processes):
         argv = worker
         if profile is not None and n == 0:
-            argv = [str(PY_SPY), "record", "--idle", "--rate", "100", "--format", "speedscope",
+            # --gil: only samples holding the GIL, so Python's own CPU time, not the
+            # waits on the database and the SMTP server.
+            argv = [str(PY_SPY), "record", "--gil", "--rate", "100", "--format", "speedscope",
                     "--output", str(profile), "--", *worker]  # fmt: skip
         out, err = folder / f"worker-{n}.out", folder / f"worker-{n}.err"
         with out.open("wb") as stdout, err.open("wb") as stderr:
@@ -379,8 +386,17 @@ def sink_check(sink: smtpsink.Sink, expected: list[str]) -> tuple[int, int, int]
 # ---- the profile
 
 
+# The steps of a worker's pass, each named by the function its samples pass through.
+PHASES = [("claim (queue.claim_batch)", "claim_batch (queue.py)"),
+          ("write the mail (mime.prepare)", "prepare (mime.py)"),
+          ("SMTP (sender.deliver)", "deliver (sender.py)"),
+          ("record outcomes (queue.record)", "record (queue.py)"),
+          ("attachments (queue.read_attachments)", "read_attachments (queue.py)"),
+          ("heartbeat (heartbeats.beat)", "beat (heartbeats.py)")]  # fmt: skip
+
+
 def top_functions(path: Path, limit: int = 15) -> str:
-    """The busiest thread's top functions by own and total time, from a speedscope file."""
+    """The busiest thread's steps and top functions by own and total time, from speedscope."""
     profile = json.loads(path.read_text())
     frames = profile["shared"]["frames"]
     names = [f"{f['name']} ({Path(f.get('file') or '?').name})" for f in frames]
@@ -389,16 +405,21 @@ def top_functions(path: Path, limit: int = 15) -> str:
     threads = sorted(profile["profiles"], key=lambda t: -sum(t["weights"]))
     own: Counter[str] = Counter()
     total: Counter[str] = Counter()
+    phases: Counter[str] = Counter()
     main = threads[0]
     for stack, weight in zip(main["samples"], main["weights"], strict=True):
         if stack:
             own[names[stack[-1]]] += weight
-        for name in {names[i] for i in stack} - wrappers:
+        on_stack = {names[i] for i in stack}
+        for name in on_stack - wrappers:
             total[name] += weight
+        phase = next((title for title, name in PHASES if name in on_stack), "everything else")
+        phases[phase] += weight
     seconds = sum(main["weights"])
     others = ", ".join(f"{t['name']} {sum(t['weights']):.1f} s" for t in threads[1:])
-    lines = [f"{main['name']}: {seconds:.1f} s sampled, idle included (py-spy --idle)",
-             f"  other threads: {others or 'none'}"]  # fmt: skip
+    lines = [f"{main['name']}: {seconds:.1f} s sampled holding the GIL (py-spy --gil)",
+             f"  other threads: {others or 'none'}", "  by step of the pass:"]  # fmt: skip
+    lines += [f"    {n / seconds:6.1%}  {phase}" for phase, n in phases.most_common()]
     for title, counts in (("own", own), ("total", total)):
         lines.append(f"  top by {title} time:")
         lines += [f"    {n / seconds:6.1%}  {name}" for name, n in counts.most_common(limit)]

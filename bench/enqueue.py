@@ -27,6 +27,8 @@ from pathlib import Path
 
 import dataset
 import sqlalchemy as sa
+import wrk
+from drain import cpu_seconds
 from flask_migrate import upgrade
 
 from outbox import tokens
@@ -35,6 +37,7 @@ from outbox.models import Message
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_enqueue?charset=utf8mb4"
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
+LOCAL = {"127.0.0.1", "localhost", "::1"}
 TEXT = ("Hello,\n\nyour order has shipped and should reach you within three working days. "
         "You can follow the parcel from your account page at any time.\n\nThank you for "
         "shopping with us.\n-- \nThe shop team, customer service, Monday to Friday\n")  # fmt: skip
@@ -63,6 +66,8 @@ class Outcome:
     statuses: Counter[int] = field(default_factory=Counter)
     ids: list[int] = field(default_factory=list)  # acknowledged message ids
     failures: Counter[str] = field(default_factory=Counter)  # connection errors
+    cpu: float = 0.0  # seconds of the client processes' own user and system time
+    latency_ms: dict[str, float] = field(default_factory=dict)  # wrk's p50, p99 and max
 
 
 def client(port: int, token: str, share: Share, start: multiprocessing.Event, out) -> None:  # type: ignore[no-untyped-def]
@@ -71,6 +76,7 @@ def client(port: int, token: str, share: Share, start: multiprocessing.Event, ou
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     outcome = Outcome()
     start.wait()
+    began_cpu = sum(os.times()[:2])
     for body in share.bodies:
         began = time.perf_counter()
         try:
@@ -88,6 +94,7 @@ def client(port: int, token: str, share: Share, start: multiprocessing.Event, ou
             outcome.ids.extend([m["id"] for m in answer["messages"]] if share.per_request > 1
                                else [answer["id"]])  # fmt: skip
     conn.close()
+    outcome.cpu = sum(os.times()[:2]) - began_cpu
     out.send(outcome)
     out.close()
 
@@ -113,10 +120,15 @@ class Run:
     requests: int
     messages: int
     outcome: Outcome
+    cpu: dict[str, float] = field(default_factory=dict)  # seconds per party
 
 
-def drive(name: str, port: int, token: str, parts: list[Share]) -> Run:
-    """Run one client process per share, started together; gather what they saw."""
+def drive(name: str, port: int, token: str, parts: list[Share], server: list[int],
+          database: int | None) -> Run:  # fmt: skip
+    """Run one client process per share, started together; gather what they saw.
+
+    server lists the gunicorn processes, whose CPU time is taken with the database's.
+    """
     context = multiprocessing.get_context("fork")
     start = context.Event()
     pipes, procs = [], []
@@ -127,6 +139,7 @@ def drive(name: str, port: int, token: str, parts: list[Share]) -> Run:
         pipes.append(mine)
         procs.append(proc)
     time.sleep(0.5)  # let every client connect its socket code and wait at the start
+    before = cpu_now(server, database)
     began = time.perf_counter()
     start.set()
     total = Outcome()
@@ -136,11 +149,59 @@ def drive(name: str, port: int, token: str, parts: list[Share]) -> Run:
         total.statuses += part.statuses
         total.ids += part.ids
         total.failures += part.failures
+        total.cpu += part.cpu
     seconds = time.perf_counter() - began
+    after = cpu_now(server, database)
     for proc in procs:
         proc.join()
     requests = sum(len(s.bodies) for s in parts)
-    return Run(name, seconds, requests, requests * parts[0].per_request, total)
+    cpu = {party: after[party] - before[party] for party in after}
+    cpu["clients"] = total.cpu
+    return Run(name, seconds, requests, requests * parts[0].per_request, total, cpu)
+
+
+def drive_wrk(name: str, port: int, token: str, parts: list[Share], server: list[int],
+              database: int | None, binary: Path) -> Run:  # fmt: skip
+    """The same with wrk: a thread and a connection per share, all in one C process."""
+    headers = [f"Authorization: Bearer {token}", "Content-Type: application/json"]
+    url, path = f"http://127.0.0.1:{port}{parts[0].path}", parts[0].path
+    before = cpu_now(server, database)
+    seen = wrk.run(binary, url, path, headers, [share.bodies for share in parts])
+    after = cpu_now(server, database)
+    outcome = Outcome(statuses=seen.statuses, ids=seen.ids, latency_ms=seen.latency_ms)
+    if seen.errors:
+        outcome.failures["no answer"] = seen.errors
+    requests = sum(len(s.bodies) for s in parts)
+    cpu = {party: after[party] - before[party] for party in after}
+    cpu["clients"] = seen.cpu
+    return Run(name, seen.seconds, requests, requests * parts[0].per_request, outcome, cpu)
+
+
+def cpu_now(server: list[int], database: int | None) -> dict[str, float]:
+    """CPU seconds used so far by the gunicorn processes and by the database server.
+
+    The database server's figure counts every client it has, other benchmarks' too.
+    """
+    found = {"gunicorn": sum(cpu_seconds(pid) for pid in server)}
+    if database is not None:
+        found["database"] = cpu_seconds(database)
+    return found
+
+
+def database_pid(app) -> int | None:  # type: ignore[no-untyped-def]
+    """The process of the MariaDB/MySQL server the app uses, from its pid file, if local.
+
+    Not `pidof`: another server (a test's private one) may be running beside it.
+    """
+    with app.app_context():
+        if db.engine.dialect.name != "mysql" or db.engine.url.host not in LOCAL:
+            return None
+        path = db.session.scalar(sa.text("SELECT @@pid_file"))
+        db.session.remove()
+    try:
+        return int(Path(path).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def free_port() -> int:
@@ -192,14 +253,25 @@ def peak_rss(pids: list[int]) -> list[int]:
 def report(run: Run) -> None:
     out = run.outcome
     ms = sorted(x * 1000 for x in out.latencies) or [0.0]
-    p99 = ms[min(len(ms) - 1, int(len(ms) * 0.99))]
+    latency = out.latency_ms or {"p50": statistics.median(ms), "max": ms[-1],
+                                 "p99": ms[min(len(ms) - 1, int(len(ms) * 0.99))]}  # fmt: skip
     statuses = ", ".join(f"{code}: {n}" for code, n in sorted(out.statuses.items()))
     failures = ", ".join(f"{k}: {n}" for k, n in out.failures.items()) or "none"
     print(f"{run.name}: {run.requests} requests, {run.messages} messages in {run.seconds:.2f} s")
     print(f"  {run.requests / run.seconds:,.0f} requests/s, {run.messages / run.seconds:,.0f} "
           f"messages/s acknowledged {len(out.ids):,}")  # fmt: skip
-    print(f"  latency p50 {statistics.median(ms):.1f} ms, p99 {p99:.1f} ms, max {ms[-1]:.1f} ms")
+    print(f"  latency p50 {latency['p50']:.1f} ms, p99 {latency['p99']:.1f} ms, "
+          f"max {latency['max']:.1f} ms")  # fmt: skip
     print(f"  answers {statuses}; connection failures {failures}")
+    cpu = run.cpu
+    per = {party: 1e6 * seconds / run.requests for party, seconds in cpu.items()}
+    total = sum(cpu.values())
+    cores = os.cpu_count() or 1
+    server = f"{per['database']:,.0f} us" if "database" in per else "not measured"
+    print(f"  CPU per request: gunicorn {per['gunicorn']:,.0f} us, database server {server}, "
+          f"clients {per['clients']:,.0f} us; all "
+          f"{1e6 * total / run.requests:,.0f} us = at most "
+          f"{cores * run.requests / total:,.0f} requests/s on {cores} cores")  # fmt: skip
 
 
 def check_stored(app, acknowledged: list[int]) -> bool:  # type: ignore[no-untyped-def]
@@ -227,7 +299,15 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=4, help="gunicorn workers")
     parser.add_argument("--worker-class", default="gthread", choices=["sync", "gthread"])
     parser.add_argument("--threads", type=int, default=2, help="threads per gthread worker")
+    parser.add_argument("--client", default="wrk", choices=["wrk", "python"],
+                        help="load generator: wrk (C), or Python processes")  # fmt: skip
     args = parser.parse_args()
+    binary = None
+    if args.client == "wrk":
+        binary, problem = wrk.located()
+        if binary is None:
+            print(f"{problem}: falling back to --client python, whose CPU time per request "
+                  "is several times wrk's (apt-get install wrk to measure with wrk)")  # fmt: skip
 
     dataset.database(args.url, recreate=True)
     app = dataset.make_app(args.url)
@@ -239,19 +319,26 @@ def main() -> None:
     setting = f"{args.workers} {args.worker_class} workers"
     if args.worker_class == "gthread":
         setting += f" x {args.threads} threads"
-    print(f"gunicorn: {setting}; {args.clients} client processes; {sa.make_url(args.url)!r}")
+    clients = f"wrk, {args.clients} connections" if binary else f"{args.clients} client processes"
+    print(f"gunicorn: {setting}; {clients}; {sa.make_url(args.url)!r}")
     with tempfile.TemporaryDirectory() as instance:
         server, port = serve(args.url, args, instance)
         acknowledged: list[int] = []
         ok = True
         try:
             pids = worker_pids(server.pid)
+            processes, database = [server.pid, *pids], database_pid(app)
+            print(f"load average {os.getloadavg()[0]:.2f}")
             plan = [("single", args.requests, 1), ("batch", args.batches, args.batch_size)]
             first = 0
             for name, total, per_request in plan:
                 if total == 0:
                     continue
-                run = drive(name, port, token, shares(total, per_request, args.clients, first))
+                parts = shares(total, per_request, args.clients, first)
+                if binary is not None:
+                    run = drive_wrk(name, port, token, parts, processes, database, binary)
+                else:
+                    run = drive(name, port, token, parts, processes, database)
                 first += total * per_request
                 report(run)
                 acknowledged += run.outcome.ids

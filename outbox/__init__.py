@@ -9,6 +9,7 @@ from typing import Any
 from flask import Flask
 
 from . import config as settings
+from . import tokens
 from .extensions import db, mail, migrate
 
 MIGRATIONS = str(Path(__file__).parent / "migrations")
@@ -36,6 +37,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     db.init_app(app)
     mail.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS)
+    app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 
     from . import api, cli, web
 

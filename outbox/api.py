@@ -89,12 +89,12 @@ def database_down(exc: DBAPIError) -> Response:
 @bp.before_request
 def authenticate() -> Response | None:
     scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    row = tokens.lookup(token.strip()) if scheme.lower() == "bearer" and token else None
-    if row is None:
+    name = tokens.cache().name(token.strip()) if scheme.lower() == "bearer" and token else None
+    if name is None:
         response = _error(401, "a valid API token is required (Authorization: Bearer TOKEN)")
         response.headers["WWW-Authenticate"] = "Bearer"
         return response
-    g.token_name = row.name
+    g.token_name = name
     return None
 
 

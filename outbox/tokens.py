@@ -2,13 +2,18 @@
 
 import hashlib
 import secrets
+import time
+from collections.abc import Callable
+from typing import cast
 
-from sqlalchemy import Row, select
+from flask import current_app
+from sqlalchemy import ColumnElement, Row, select
 
 from .extensions import db
 from .models import ApiToken, utcnow
 
 PREFIX = "obx_"
+CACHE = "outbox.tokens"  # the key of the app's Cache in app.extensions
 
 
 def digest(token: str) -> str:
@@ -35,12 +40,17 @@ def create(name: str) -> str:
 
 
 def revoke(name: str) -> bool:
-    """Revoke the live token of that name; False if there is none."""
+    """Revoke the live token of that name; False if there is none.
+
+    It ends at once in this process; other processes' caches may take it for up to
+    their TOKEN_CACHE_SECONDS more.
+    """
     row = db.session.execute(select(ApiToken).where(ApiToken.name == name)).scalar_one_or_none()
     if row is None or row.revoked_at is not None:
         return False
     row.revoked_at = utcnow()
     db.session.commit()
+    cache().forget(row.token_hash)
     return True
 
 
@@ -49,5 +59,45 @@ def lookup(token: str) -> Row[str] | None:
 
     Only the name is read: this runs before every API request.
     """
-    live = (ApiToken.token_hash == digest(token), ApiToken.revoked_at.is_(None))
-    return db.session.execute(select(ApiToken.name).where(*live)).one_or_none()
+    return db.session.execute(select(ApiToken.name).where(*_live(digest(token)))).one_or_none()
+
+
+def _live(key: str) -> tuple[ColumnElement[bool], ...]:
+    return ApiToken.token_hash == key, ApiToken.revoked_at.is_(None)
+
+
+def cache() -> "Cache":
+    """The app's token cache, made by create_app."""
+    return cast(Cache, current_app.extensions[CACHE])
+
+
+class Cache:
+    """Live tokens seen lately, so most API requests need no token SELECT.
+
+    Only tokens found live are kept, each for `seconds`: a revoked token keeps working
+    in this process until its entry runs out, and an unknown token is asked for every
+    time. 0 seconds turns the cache off.
+    """
+
+    def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic):
+        self.seconds, self.clock = seconds, clock
+        self._names: dict[str, tuple[str, float]] = {}  # digest -> (name, good until)
+
+    def name(self, token: str) -> str | None:
+        """The name of the live token presented, or None."""
+        key = digest(token)
+        now = self.clock()
+        cached = self._names.get(key)
+        if cached is not None and now < cached[1]:
+            return cached[0]
+        row = db.session.execute(select(ApiToken.name).where(*_live(key))).one_or_none()
+        if row is None:
+            self._names.pop(key, None)
+            return None
+        if self.seconds > 0:
+            self._names[key] = (row.name, now + self.seconds)
+        return row.name
+
+    def forget(self, key: str) -> None:
+        """Drop the entry of a token digest, if there is one."""
+        self._names.pop(key, None)

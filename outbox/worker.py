@@ -17,12 +17,11 @@ from datetime import UTC, datetime
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask, current_app
-from sqlalchemy import select
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import heartbeats, queue, sender
+from . import heartbeats, mime, queue, sender
 from .extensions import db
-from .models import Message, utcnow
+from .models import utcnow
 from .status import Outcome, Status
 
 log = logging.getLogger("outbox.worker")
@@ -30,6 +29,8 @@ log = logging.getLogger("outbox.worker")
 # How long a pass keeps trying when a claim comes back empty while due rows are
 # still waiting (another worker's claim is in flight or was just rolled back).
 EMPTY_CLAIM_PATIENCE = 2.0  # seconds
+# A busy worker beats at most this often (seconds), not after every batch.
+BEAT_EVERY = 1.0
 
 
 def new_worker_id() -> str:
@@ -93,19 +94,23 @@ class Worker:
             log.warning("%s: handed back %d claims an earlier pass left", self.worker_id, released)
         tally = Tally(reclaimed=queue.release_stale(config["LOCK_TIMEOUT"]))
         idle_since: float | None = None
-        reclaimed_at = time.monotonic()
+        reclaimed_at = beaten_at = time.monotonic()
+        unbeaten = 0  # sent since the last heartbeat
         while not self.stop.is_set():
             if time.monotonic() - reclaimed_at > config["LOCK_TIMEOUT"] / 2:
                 # Also within a pass: draining a backlog can take hours, and a dead
                 # worker's claims would wait for all of it.
                 tally.reclaimed += queue.release_stale(config["LOCK_TIMEOUT"])
                 reclaimed_at = time.monotonic()
-            claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"])
+            claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"], with_mail=True)
             if claims:
                 idle_since = None
                 batch = self.send_batch(claims)
-                heartbeats.beat(self.worker_id, self.started_at, batch.sent)
                 tally.add(batch)
+                unbeaten += batch.sent
+                if time.monotonic() - beaten_at >= BEAT_EVERY:
+                    heartbeats.beat(self.worker_id, self.started_at, unbeaten)
+                    unbeaten, beaten_at = 0, time.monotonic()
                 continue
             # An empty claim is not an empty queue: rows may sit under another
             # worker's claim that is about to be rolled back.
@@ -115,6 +120,8 @@ class Worker:
             if time.monotonic() - idle_since > EMPTY_CLAIM_PATIENCE:
                 break
             time.sleep(0.05)
+        if unbeaten:
+            heartbeats.beat(self.worker_id, self.started_at, unbeaten)
         return tally
 
     def send_batch(self, claims: list[queue.Claim]) -> Tally:
@@ -132,7 +139,6 @@ class Worker:
         after = min(config["RECORD_AFTER"], config["LOCK_TIMEOUT"] / 8)
         tally, started = Tally(), time.monotonic()
         renewed = started
-        rows = _through_outage(self._load, claims)
         pending = deque(claims)
         finished: list[queue.Finished] = []
         oldest = 0.0  # when the first unwritten outcome came
@@ -152,7 +158,7 @@ class Worker:
                 claim = pending.popleft()
                 if not finished:
                     oldest = time.monotonic()
-                finished.append(self._send_one(session, claim, rows.pop(claim.id)))
+                finished.append(self._send_one(session, claim))
                 if len(finished) >= every or time.monotonic() - oldest > after:
                     self._record(finished, retry, tally)
             self._record(finished, retry, tally)
@@ -162,33 +168,23 @@ class Worker:
         )  # fmt: skip
         return tally
 
-    def _load(self, claims: list[queue.Claim]) -> dict[int, Message]:
-        stmt = select(Message).where(Message.id.in_([c.id for c in claims]))
-        rows = {row.id: row for row in db.session.execute(stmt).scalars()}
-        # Detached, the rows keep their loaded columns through the outcome commits
-        # instead of being expired and read again message by message.
-        db.session.expunge_all()
-        db.session.commit()
-        return rows
-
-    def _send_one(
-        self, session: sender.SmtpSession, claim: queue.Claim, row: Message
-    ) -> queue.Finished:
-        """Build and send one message; what came of it, not yet written."""
+    def _send_one(self, session: sender.SmtpSession, claim: queue.Claim) -> queue.Finished:
+        """Build and send one claimed message; what came of it, not yet written."""
+        row = claim.mail  # the claim that outlives the send does not hold the mail
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         try:
             attachments = []
             if row.attachment_count:
                 attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
-            message = sender.build(row, attachments)
-        except (sender.BuildError, queue.Damaged) as exc:
+            mail = mime.prepare(row, attachments)
+        except (mime.BuildError, queue.Damaged) as exc:
             return queue.Finished(claim, Outcome.FAILED, utcnow(), None, str(exc))
         # Renewed at most LOCK_TIMEOUT/4 ago and cut off after another half (and at
         # most a sixteenth more, the watchdog's tick); its outcome is written before
         # the next renewal, so while the claim holds.
-        result = sender.deliver(session, message, current_app.config["LOCK_TIMEOUT"] / 2)
-        del message, attachments
+        result = sender.deliver(session, mail, current_app.config["LOCK_TIMEOUT"] / 2)
+        del mail, attachments
         error = result.error
         if result.outcome is not Outcome.SENT:
             error = error or ("failed" if result.outcome is Outcome.FAILED else "")

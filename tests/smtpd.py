@@ -40,6 +40,7 @@ class Recorder:
 
     received: list[Received] = field(default_factory=list)
     refused: list[Received] = field(default_factory=list)  # data answered with an error
+    mail_replies: dict[str, str] = field(default_factory=dict)  # by sender address
     rcpt_replies: dict[str, str] = field(default_factory=dict)
     data_reply: str | None = None
     data_replies: deque[str] = field(default_factory=deque)
@@ -48,7 +49,22 @@ class Recorder:
     rcpt_delay: float = 0.0  # seconds before answering each RCPT
     on_data: Callable[[], object] | None = None  # called as each message's data arrives
     connections: int = 0  # sessions that said EHLO
+    pipelining: bool = True  # offer PIPELINING (aiosmtpd takes commands in a group anyway)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):  # noqa: N802
+        session.host_name = hostname  # aiosmtpd leaves this to a handler that has the hook
+        if self.pipelining:
+            return [*responses[:-1], "250-PIPELINING", responses[-1]]
+        return responses
+
+    async def handle_MAIL(self, server, session, envelope, address, mail_options):  # noqa: N802
+        reply = self.mail_replies.get(address)
+        if reply:
+            return reply
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
 
     async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # noqa: N802
         if self.rcpt_delay:

@@ -455,3 +455,21 @@ def test_display_names_are_kept_readable(client, token):
     body = {"to": ['"Doe, Zoë" <zoe@example.com>', "Ärger <a@example.com>"], "text": "hi"}
     created = post(client, token, body).get_json()
     assert created["to"] == '"Doe, Zoë" <zoe@example.com>, Ärger <a@example.com>'
+
+
+@pytest.mark.parametrize("path", [MESSAGES, f"{MESSAGES}/999", "/api/nothing"])
+def test_api_answers_carry_api_headers_and_no_session(signed_in, token, path):
+    """No cookie session is read or written for the API, signed-in browser or not."""
+    response = signed_in.post(path, json=VALID, headers=auth(token))
+    assert response.status_code in (201, 404, 405)
+    assert "Set-Cookie" not in response.headers
+    assert response.headers["X-Content-Type-Options"] == "nosniff"
+    policy = response.headers["Content-Security-Policy"]
+    assert "default-src 'none'" in policy and "frame-ancestors 'none'" in policy
+    assert signed_in.get("/").status_code == 200  # the page session is still there
+
+
+def test_a_page_session_does_not_stand_for_a_token(signed_in):
+    response = signed_in.post(MESSAGES, json=VALID)
+    assert response.status_code == 401 and "Set-Cookie" not in response.headers
+    assert nothing_stored()

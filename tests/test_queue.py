@@ -4,12 +4,13 @@ import random
 from datetime import datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 
 from outbox import queue
 from outbox.drafts import Draft
 from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
-from outbox.status import Status
+from outbox.status import Outcome, Status
 
 RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
 
@@ -79,6 +80,29 @@ def test_outcome_is_refused_without_the_claim(app, make_message):
     assert not queue.mark_sent(thief, utcnow())
     assert fresh(claim.id).status == Status.SENDING
     assert db.session.query(Attempt).count() == 0
+
+
+@pytest.mark.parametrize("lost", [0, 1, 2])
+def test_a_group_records_only_the_claims_still_held(app, make_message, lost):
+    for _ in range(4):
+        make_message()
+    claims = queue.claim_batch("w1", 10)
+    taken = [c.id for c in claims[:lost]]  # as if reclaimed and claimed by another worker
+    db.session.execute(sa.update(Message).where(Message.id.in_(taken)).values(locked_by="w2"))
+    db.session.commit()
+    now = utcnow()
+    finished = [queue.Finished(c, Outcome.SENT, now) for c in claims[:3]]
+    finished.append(queue.Finished(claims[3], Outcome.FAILED, now, 550, "550 no such user"))
+    recorded = queue.record(finished)
+    expected = {c.id: Status.SENT for c in claims[lost:3]} | {claims[3].id: Status.FAILED}
+    assert recorded == expected
+    assert {a.message_pk for a in db.session.query(Attempt)} == set(expected)
+    for claim in claims:
+        row = fresh(claim.id)
+        if claim.id in taken:
+            assert (row.status, row.locked_by, row.attempts) == (Status.SENDING, "w2", 0)
+        else:
+            assert (row.status, row.locked_by, row.attempts) == (expected[claim.id], None, 1)
 
 
 def test_stale_claims_are_taken_back_as_worker_lost(app, make_message):

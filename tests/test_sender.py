@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 
-from outbox import queue, sender
+from outbox import mime, queue, sender
 from outbox.drafts import Upload, build_draft
 from outbox.status import Outcome
 
@@ -30,8 +30,7 @@ def send(*rows) -> list[sender.Result]:  # type: ignore[no-untyped-def]
     """Build and deliver rows in turn over one session, as a worker's batch does."""
     with sender.SmtpSession() as session:
         return [
-            sender.deliver(session, sender.build(row, queue.read_attachments(row.id)))
-            for row in rows
+            sender.deliver(session, mime.build(row, queue.read_attachments(row.id))) for row in rows
         ]
 
 
@@ -139,8 +138,8 @@ def test_build_sends_an_html_only_message_with_an_empty_text_part(smtp_app, smtp
 def test_build_refuses_a_row_whose_header_holds_a_line_break(app, make_message, column, value):
     row = make_message()
     setattr(row, column, value)
-    with pytest.raises(sender.BuildError, match="line break"):
-        sender.build(row, [])
+    with pytest.raises(mime.BuildError, match="line break"):
+        mime.build(row, [])
 
 
 @pytest.mark.parametrize(
@@ -154,8 +153,8 @@ def test_build_refuses_a_row_whose_header_holds_a_line_break(app, make_message, 
 def test_build_refuses_a_row_it_cannot_read(app, make_message, column, value):
     row = make_message()
     setattr(row, column, value)
-    with pytest.raises(sender.BuildError):
-        sender.build(row, [])
+    with pytest.raises(mime.BuildError):
+        mime.build(row, [])
 
 
 REFUSED_FOR_GOOD = {"a@example.com": (550, b"5.1.1 no such user"), "b@example.com": (553, b"no")}
@@ -221,6 +220,47 @@ def test_a_refused_data_command_leaves_the_connection_ready(smtp_app, smtp, make
     assert smtp.recorder.message_ids() == [second.message_id]
 
 
+@pytest.mark.parametrize("pipelining", [True, False], ids=["pipelined", "in lockstep"])
+def test_refusals_are_sorted_alike_with_and_without_pipelining(
+    smtp_app, smtp, make_message, pipelining
+):  # type: ignore[no-untyped-def]
+    recorder = smtp.recorder
+    recorder.pipelining = pipelining
+    recorder.mail_replies["banned@example.com"] = "550 5.7.1 sender refused"
+    recorder.rcpt_replies.update({"gone@example.com": "550 5.1.1 no such user",
+                                  "full@example.com": "452 4.2.2 mailbox full",
+                                  "closing@example.com": "421 4.3.2 shutting down"})  # fmt: skip
+    recorder.data_command_replies.append("451 4.7.1 greylisted")
+    with sender.SmtpSession() as session:
+        host = session.host()
+        host.ehlo_or_helo_if_needed()
+        assert host.has_extn("pipelining") is pipelining
+    rows = [
+        stored(make_message),  # its DATA command is refused (the first DATA command sent)
+        stored(make_message, **{"from": "banned@example.com"}),
+        stored(make_message, to=["gone@example.com", "full@example.com"]),
+        stored(make_message, to=["gone@example.com", "here@example.com"]),
+        stored(make_message, to=["here@example.com", "closing@example.com"]),
+        stored(make_message),
+    ]
+    results = send(*rows)
+    assert [(r.outcome, r.code) for r in results] == [
+        (DEFERRED, 451), (FAILED, 550), (DEFERRED, 452), (SENT, None), (DEFERRED, 421),
+        (SENT, None),
+    ]  # fmt: skip
+    assert results[1].error == "550 5.7.1 sender refused"
+    said, refusals = results[2].error.split(": ", 1)  # recipients in no fixed order
+    assert said == "all recipients refused"
+    assert set(refusals.split("; ")) == {
+        "gone@example.com: 550 5.1.1 no such user",
+        "full@example.com: 452 4.2.2 mailbox full",
+    }
+    assert results[3].error == "some recipients refused: gone@example.com: 550 5.1.1 no such user"
+    assert recorder.message_ids() == [rows[3].message_id, rows[5].message_id]
+    assert recorder.received[0].rcpt_tos == ["here@example.com"]
+    assert recorder.connections == 1 + 2  # the check above, then a new one after the 421 only
+
+
 MIB = 1024 * 1024
 
 
@@ -237,7 +277,7 @@ def attachments_of(content: bytes) -> list[bytes]:
 
 def test_large_attachments_arrive_byte_for_byte(smtp_app, smtp, make_message):
     # Across several encoding blocks, and one ending a block then one byte into the next.
-    bodies = [os.urandom(3 * MIB), os.urandom(sender.BLOCK_BYTES * 2 + 58), b"", b"x"]
+    bodies = [os.urandom(3 * MIB), os.urandom(mime.BLOCK_BYTES * 2 + 58), b"", b"x"]
     assert len(bodies[1]) % 57 != 0
     row = attached(make_message, *bodies, html="<p>Hello</p>")
     assert send(row) == [sender.Result(SENT)]
@@ -248,10 +288,10 @@ def test_large_attachments_arrive_byte_for_byte(smtp_app, smtp, make_message):
 
 
 def test_the_data_is_what_flask_mail_renders(app, make_message):
-    block = sender.BLOCK_BYTES
+    block = mime.BLOCK_BYTES
     sizes = [0, 1, 56, 57, 58, block - 1, block, block + 1, 3 * block + 100]
     row = attached(make_message, *map(os.urandom, sizes), html="<p>Hello</p>")
-    message = sender.build(row, queue.read_attachments(row.id))
+    message = mime.build(row, queue.read_attachments(row.id))
     message.date = 1_700_000_000  # the same Date header in both renderings
 
     def boundless(data: bytes) -> bytes:

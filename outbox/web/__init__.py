@@ -3,8 +3,8 @@
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Flask, Response, redirect, request, url_for
-from flask.sessions import SecureCookieSessionInterface
+from flask import Flask, Request, Response, redirect, request, url_for
+from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from .. import accounts, api
@@ -19,14 +19,40 @@ CONTENT_SECURITY_POLICY = (
 )
 
 
+# What an API answer (JSON, never rendered) needs: not to be sniffed as a page, framed
+# or allowed to load anything.
+API_HEADERS = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+]
+
+
+def _is_api() -> bool:
+    return request.path.startswith("/api/")
+
+
 class HttpsAwareSessions(SecureCookieSessionInterface):
-    """Session cookies marked Secure whenever the request came over HTTPS."""
+    """Session cookies marked Secure whenever the request came over HTTPS; none for the API.
+
+    The API authenticates each request by its token: opening (unsigning) and saving a
+    cookie session there would only cost time.
+    """
+
+    def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
+        if _is_api():
+            return None  # Flask puts a NullSession in, which refuses to be written
+        return super().open_session(app, request)
 
     def get_cookie_secure(self, app: Flask) -> bool:
         return bool(app.config["SESSION_COOKIE_SECURE"]) or request.is_secure
 
 
 def security_headers(response: Response) -> Response:
+    """The pages' headers; API answers get API_HEADERS instead."""
+    if _is_api():
+        for name, value in API_HEADERS:
+            response.headers.setdefault(name, value)
+        return response
     response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "same-origin")

@@ -1,0 +1,368 @@
+"""A stored row as the bytes of a mail: Flask-Mail's message, and the same bytes written directly.
+
+Flask-Mail builds a tree of email.mime objects that the email package's generator then
+writes out, at about half a millisecond of CPU for a small message: most of what a worker
+spends on one. prepare() writes the common shapes (a text part, or text and HTML as
+alternatives, no attachments) straight to bytes, the very bytes OutgoingMessage.render()
+writes for them (tests/test_mime.py compares the two on generated messages), and hands
+every other shape to Flask-Mail.
+"""
+
+import binascii
+import copy
+import functools
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from email.header import Header
+from email.policy import Compat32
+from email.utils import formatdate, getaddresses, parseaddr
+
+from flask_mail import Attachment, Message, sanitize_address, sanitize_addresses, sanitize_subject
+
+from .drafts import LINE_BREAK
+from .models import Message as Row
+
+Addresses = list[str | tuple[str, str]]
+
+# An address getaddresses returns as it is, with no display name: a dot-atom local part
+# and a domain of dot-separated labels.
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+BARE_ADDRESS = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
+# Such addresses joined by ", ", as queue stores a list of them.
+BARE_ADDRESSES = re.compile(rf"{BARE_ADDRESS.pattern}(?:, {BARE_ADDRESS.pattern})*")
+# What str.splitlines() splits an ASCII string at.
+ASCII_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e]")
+# The generator's line ends, each written as CRLF.
+NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def boundary() -> str:
+    """A MIME boundary: "=_" and 128 random bits.
+
+    Set before rendering, the generator need not compile a regular expression per
+    part to prove its own boundary absent from the text. 128 random bits are in no
+    text that did not guess them, and "=_" is in no base64 or quoted-printable text.
+    """
+    return f"=_{secrets.token_hex(16)}"
+
+
+class WirePolicy(Compat32):
+    """The legacy policy with SMTP's line ends, writing short ASCII header lines as they are.
+
+    Flask-Mail renders with policy.SMTP, whose header parsing and refolding cost about
+    3 ms per small message here, ten times the rest of a send. Flask-Mail has already
+    encoded the subject, addresses and file names to ASCII, and build() encodes the
+    extra headers, so nothing is left for the modern policy to do. The legacy folding
+    still runs a Header through every line; lines that need no folding skip it.
+    """
+
+    def _fold(self, name: str, value: object, sanitize: bool) -> str:
+        if isinstance(value, str) and value.isascii():
+            if len(name) + len(value) + 2 <= (self.max_line_length or 78):
+                if not ASCII_LINE_BREAK.search(value):  # one short line: most headers
+                    return f"{name}: {value}{self.linesep}"
+            # Flask-Mail's encoded words come folded already ("\n " between them),
+            # each up to 76 characters: the first then goes beside the name.
+            first, *rest = value.splitlines() or [""]
+            lines = [f"{name}: {first}", *rest]
+            limit = self.max_line_length or 78
+            # A line with no space in its value has nowhere to fold (a Message-ID).
+            unfoldable = not rest and " " not in first and "\t" not in first
+            if (
+                len(lines[0]) <= (limit if not rest and not unfoldable else 998)
+                and all(len(line) <= limit for line in rest)
+                and all(line[:1] in (" ", "\t") and line.strip() for line in rest)
+            ):
+                return self.linesep.join(lines) + self.linesep
+        return super()._fold(name, value, sanitize)  # type: ignore[misc]
+
+
+WIRE = WirePolicy(linesep="\r\n")
+
+
+# Raw attachment bytes base64-encoded at a time: 57 bytes make one 76-character
+# line, as email.encoders writes them; a block is about 620 KiB on the wire.
+BLOCK_BYTES = 57 * 8192
+
+
+def _base64_lines(data: bytes) -> Iterator[bytes]:
+    """data as email.encoders writes it: base64 lines of 76 characters, here with CRLF."""
+    view = memoryview(data)
+    for start in range(0, len(view), BLOCK_BYTES):
+        text = binascii.b2a_base64(view[start : start + BLOCK_BYTES], newline=False)
+        lines = [text[i : i + 76] for i in range(0, len(text), 76)]
+        lines.append(b"")  # the last line's CRLF
+        yield b"\r\n".join(lines)
+
+
+def _base64_size(size: int) -> int:
+    chars = -(-size // 3) * 4
+    return chars + 2 * -(-chars // 76)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A message's DATA: the rendered text around each attachment's body, kept raw.
+
+    texts holds one more item than bodies: the text before the first body, between
+    bodies and after the last. A body goes on the wire as base64 made a block at a
+    time, so a 20 MiB attachment is never held encoded, whole, beside its raw bytes.
+    """
+
+    texts: list[bytes]
+    bodies: list[bytes]
+
+    def size(self) -> int:
+        """Bytes in the DATA before dot-stuffing, as the SIZE parameter counts them."""
+        return sum(map(len, self.texts)) + sum(_base64_size(len(b)) for b in self.bodies)
+
+    def pieces(self) -> Iterator[bytes]:
+        """The DATA in order, in pieces that each begin a line."""
+        yield self.texts[0]
+        for body, text in zip(self.bodies, self.texts[1:], strict=True):
+            yield from _base64_lines(body)
+            yield text
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A mail ready for SMTP: its envelope and its DATA."""
+
+    sender: str
+    recipients: list[str]
+    data: Rendered
+
+
+class OutgoingMessage(Message):
+    """Flask-Mail's message, rendered for the wire with the legacy policy."""
+
+    def render(self) -> Rendered:
+        """The DATA, each attachment's body left out of the email package.
+
+        The email package holds an attachment four times over while it encodes and
+        writes it (raw, base64 pieces, joined, and as a str). Flask-Mail renders a
+        stand-in for each body instead: bytes whose base64 is one random line, found
+        in the text afterwards and cut out, with the headers Flask-Mail writes.
+        """
+        if not self.attachments:
+            return Rendered([self._wire_bytes()], [])
+        stand_in, markers, bodies = copy.copy(self), [], []
+        stand_in.attachments = []
+        for attachment in self.attachments:
+            if isinstance(attachment.data, str):  # not from build(): left to the email package
+                stand_in.attachments.append(attachment)
+                continue
+            bodies.append(attachment.data)
+            marker = f"outboxattachment{secrets.token_hex(16)}".encode()  # 48 base64 digits
+            markers.append(marker + b"\r\n")
+            stand = copy.copy(attachment)
+            stand.data = binascii.a2b_base64(marker)
+            stand_in.attachments.append(stand)
+        rest, texts = stand_in._wire_bytes(), []
+        for marker in markers:
+            before, found, rest = rest.partition(marker)
+            if not found:
+                raise ValueError("an attachment's stand-in is missing from the rendered text")
+            texts.append(before)
+        texts.append(rest)
+        return Rendered(texts, bodies)
+
+    def as_bytes(self) -> bytes:
+        return b"".join(self.render().pieces())
+
+    def prepare(self) -> "Prepared":
+        """The envelope and the DATA, as Flask-Mail's send() would give them to smtplib."""
+        return Prepared(
+            sanitize_address(self.sender), sanitize_addresses(self.send_to), self.render()
+        )
+
+    def _wire_bytes(self) -> bytes:
+        message = self._message()
+        message.policy = WIRE  # Flask-Mail sets policy.SMTP, which set_boundary would use
+        for part in message.walk():
+            if part.is_multipart():
+                part.set_boundary(boundary())
+        return message.as_bytes(policy=WIRE)
+
+
+def _ascii_header(value: str) -> str:
+    """A header value as ASCII, RFC 2047 encoded if it holds anything else."""
+    return value if value.isascii() else Header(value, "utf-8").encode()
+
+
+class BuildError(Exception):
+    """The stored message cannot be turned into a mail; retrying will not help."""
+
+
+def _addresses(column: str | None) -> Addresses:
+    # Pairs, not "name <addr>" text: Flask-Mail reads text again with parseaddr,
+    # which cuts an unquoted name holding a comma in two.
+    if not column:
+        return []
+    if BARE_ADDRESSES.fullmatch(column):  # what getaddresses makes of it, far faster
+        return [("", address) for address in column.split(", ")]
+    return [(name, addr) for name, addr in getaddresses([column]) if addr]
+
+
+@functools.lru_cache(maxsize=1024)
+def _sender_address(column: str) -> str:
+    return parseaddr(column)[1]
+
+
+def _breaks_line(texts: list[object]) -> bool:
+    return LINE_BREAK.search(" ".join([str(text) for text in texts])) is not None
+
+
+def _checked(row: Row) -> tuple[dict[str, str], Addresses, Addresses, Addresses]:
+    """The row's extra headers and its To, Cc and Bcc pairs, or BuildError if it cannot go."""
+    headers = dict(row.headers or {})
+    # Checked as stored: Flask-Mail's has_bad_headers() looks at neither Cc nor
+    # the extra headers, and getaddresses reads "Bcc:" after a line break as
+    # more addresses.
+    stored = [row.subject, row.from_addr, row.reply_to, row.to_addrs, row.cc_addrs]
+    if _breaks_line([*stored, row.bcc_addrs, *headers, *headers.values()]):
+        raise BuildError("a header holds a line break")
+    if not _sender_address(row.from_addr):
+        raise BuildError(f"no sender address in {row.from_addr!r}")
+    to, cc, bcc = (_addresses(c) for c in (row.to_addrs, row.cc_addrs, row.bcc_addrs))
+    if not (to or cc or bcc):
+        # smtplib would refuse an empty recipient list with an empty error.
+        raise BuildError("no recipient address in to, cc or bcc")
+    return headers, to, cc, bcc
+
+
+def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> OutgoingMessage:
+    """The Flask-Mail message for a stored row, with the row's fixed Message-ID."""
+    try:
+        headers, to, cc, bcc = _checked(row)
+        message = OutgoingMessage(
+            subject=row.subject,
+            recipients=to,
+            cc=cc,
+            bcc=bcc,
+            sender=row.from_addr,
+            reply_to=row.reply_to,
+            body=row.text_body if row.text_body is not None else "",
+            html=row.html_body,
+            extra_headers={name: _ascii_header(value) for name, value in headers.items()},
+            attachments=[Attachment(n, t, d) for n, t, d in attachments],
+        )
+        message.msgId = row.message_id
+    except BuildError:
+        raise
+    except Exception as exc:
+        raise BuildError(f"cannot build message: {type(exc).__name__}: {exc}") from exc
+    return message
+
+
+def prepare(row: Row, attachments: list[tuple[str, str, bytes]]) -> Prepared:
+    """The envelope and DATA of a row's mail, written directly where it can be."""
+    if not attachments:
+        try:
+            return _direct(row)
+        except Exception:  # Flask-Mail's path below says what is wrong, in its words
+            pass
+    message = build(row, attachments)
+    try:
+        return message.prepare()
+    except Exception as exc:
+        raise BuildError(f"cannot build message: {type(exc).__name__}: {exc}") from exc
+
+
+def _direct(row: Row) -> Prepared:
+    """What build(row, []).prepare() makes, without the email package's objects."""
+    headers, to, cc, bcc = _checked(row)
+    if not isinstance(row.message_id, str):
+        raise TypeError("no Message-ID")
+    text = row.text_body if row.text_body is not None else ""
+    html = row.html_body
+    # Flask-Mail's headers, in its order; its To and Cc go through a set.
+    fields = [("Subject", sanitize_subject(row.subject))] if row.subject else []
+    fields += [
+        ("From", _address(row.from_addr)),
+        ("To", ", ".join(list(set([_address(a) for a in to])))),
+        ("Date", _date()),
+        ("Message-ID", row.message_id),
+    ]
+    if cc:
+        fields.append(("Cc", ", ".join(list(set([_address(a) for a in cc])))))
+    if row.reply_to:
+        fields.append(("Reply-To", _address(row.reply_to)))
+    fields += [(name, _ascii_header(value)) for name, value in headers.items()]
+    if html is None:
+        content = [("Content-Type", 'text/plain; charset="utf-8"'), ("MIME-Version", "1.0")]
+        content.append(("Content-Transfer-Encoding", "7bit" if text.isascii() else "8bit"))
+        data = _headers(content + fields) + _body(text)
+    else:
+        outer, inner = boundary().encode(), boundary().encode()
+        data = b"".join([
+            _multipart("mixed", outer), _headers(fields), b"--", outer, b"\r\n",
+            _multipart("alternative", inner), b"\r\n--", inner, b"\r\n",
+            _text_part(text, "plain"), b"\r\n--", inner, b"\r\n",
+            _text_part(html, "html"), b"\r\n--", inner, b"--\r\n",
+            b"\r\n--", outer, b"--\r\n",
+        ])  # fmt: skip
+    send_to = set(to)
+    send_to.update(bcc)
+    send_to.update(cc)
+    return Prepared(_address(row.from_addr), [_address(a) for a in send_to], Rendered([data], []))
+
+
+def _headers(fields: list[tuple[str, str]]) -> bytes:
+    """Header lines as the generator folds them, and the blank line after them."""
+    return b"".join([WIRE.fold_binary(name, value) for name, value in fields]) + b"\r\n"
+
+
+def _body(text: str) -> bytes:
+    return NEWLINE.sub("\r\n", text).encode("utf-8")
+
+
+def _text_part(text: str, subtype: str) -> bytes:
+    """A MIMEText part in utf-8, as Flask-Mail makes it: 7bit if ASCII, else 8bit."""
+    encoding = "7bit" if text.isascii() else "8bit"
+    head = (
+        f'Content-Type: text/{subtype}; charset="utf-8"\r\nMIME-Version: 1.0\r\n'
+        f"Content-Transfer-Encoding: {encoding}\r\n\r\n"
+    )
+    return head.encode() + _body(text)
+
+
+# Folding depends on lengths only, and every boundary() has the same length.
+_TEMPLATE = "=_" + "0" * 32
+
+
+@functools.cache
+def _folded_multipart(kind: str) -> bytes:
+    return WIRE.fold_binary("Content-Type", f'multipart/{kind}; boundary="{_TEMPLATE}"')
+
+
+def _multipart(kind: str, mark: bytes) -> bytes:
+    """A multipart's Content-Type and MIME-Version lines, as the generator writes them."""
+    return _folded_multipart(kind).replace(_TEMPLATE.encode(), mark) + b"MIME-Version: 1.0\r\n"
+
+
+def _address(address: str | tuple[str, str]) -> str:
+    """Flask-Mail's sanitize_address, the same answer without its parsing where there is none."""
+    if type(address) is tuple and not address[0] and address[1].isascii():
+        return address[1]  # what formataddr makes of an address with no name
+    return _sanitized(address)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sanitized(address: str | tuple[str, str]) -> str:
+    return sanitize_address(address)
+
+
+_today: tuple[int, str] = (0, "")
+
+
+def _date() -> str:
+    """Flask-Mail's Date header for now, made once a second."""
+    global _today
+    now = int(time.time())
+    if _today[0] != now:
+        _today = (now, formatdate(now, localtime=True))
+    return _today[1]
