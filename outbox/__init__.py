@@ -1,7 +1,9 @@
 """outbox: a database-backed mail outbox for web applications."""
 
+import contextlib
 import os
 import secrets
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -64,16 +66,23 @@ def _derive(app: Flask) -> None:
 
 
 def _stored_secret(instance: Path) -> str:
-    """A random key kept in instance/secret_key, so sessions survive restarts."""
+    """A random key kept in instance/secret_key, so sessions survive restarts.
+
+    Several processes may start at once on a new instance folder: the key is written
+    to a file of its own and linked into place, so the first link wins and no process
+    reads a key half written.
+    """
     path = instance / "secret_key"
-    try:
-        return path.read_text().strip()
-    except FileNotFoundError:
-        key = secrets.token_hex(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as file:
-            file.write(key)
-        return key
+    if not path.exists():
+        fd, draft = tempfile.mkstemp(dir=instance, prefix=".secret_key.")
+        try:
+            with os.fdopen(fd, "w") as file:
+                file.write(secrets.token_hex(32))
+            with contextlib.suppress(FileExistsError):
+                os.link(draft, path)
+        finally:
+            os.unlink(draft)
+    return path.read_text().strip()
 
 
 def engine_options(url: str) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 
 The soak tests send tens of thousands of mails; an aiosmtpd server inside pytest
 would share its interpreter lock with the test. Run as
-`python -m tests.sink PORT FILE`: it prints "ready" once it listens, writes one
-Message-ID a line (flushed before it answers 250) and stops on SIGTERM.
+`python -m tests.sink PORT FILE [DELAY]`: it prints "ready" once it listens, writes one
+Message-ID a line (flushed before it answers 250), waiting DELAY seconds first
+when given, and stops on SIGTERM.
 """
 
 import asyncio
@@ -24,8 +25,8 @@ MESSAGE_ID = re.compile(rb"^Message-ID:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 class Appender:
     """aiosmtpd handler: one line per accepted message, written before the 250."""
 
-    def __init__(self, out: IO[str]) -> None:
-        self.out = out
+    def __init__(self, out: IO[str], delay: float) -> None:
+        self.out, self.delay = out, delay
 
     async def handle_EHLO(self, server, session, envelope, hostname, responses):  # noqa: N802
         # Offer PIPELINING, as Postfix and most servers do: the worker then sends
@@ -34,6 +35,8 @@ class Appender:
         return [*responses[:-1], "250-PIPELINING", responses[-1]]
 
     async def handle_DATA(self, server, session, envelope):  # noqa: N802
+        if self.delay:
+            await asyncio.sleep(self.delay)
         head = envelope.original_content.split(b"\r\n\r\n", 1)[0]
         found = MESSAGE_ID.search(head)
         self.out.write((found.group(1).decode() if found else "<none>") + "\n")
@@ -41,10 +44,10 @@ class Appender:
         return "250 OK queued"
 
 
-def serve(port: int, path: str) -> None:
+def serve(port: int, path: str, delay: float) -> None:
     loop = asyncio.new_event_loop()
     with open(path, "a", encoding="ascii") as out:
-        handler = Appender(out)
+        handler = Appender(out, delay)
         server = loop.run_until_complete(
             loop.create_server(
                 lambda: SMTP(handler, hostname="sink", loop=loop),
@@ -64,12 +67,13 @@ def serve(port: int, path: str) -> None:
 class Sink:
     """Starts and stops the sink process on one port; reads what it recorded."""
 
-    def __init__(self, port: int, path: Path) -> None:
-        self.port, self.path = port, path
+    def __init__(self, port: int, path: Path, delay: float = 0.0) -> None:
+        self.port, self.path, self.delay = port, path, delay
         self.process: subprocess.Popen[str] | None = None
 
     def start(self) -> "Sink":
         command = [sys.executable, "-m", "tests.sink", str(self.port), str(self.path)]
+        command.append(str(self.delay))
         root = Path(__file__).resolve().parent.parent
         self.process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
@@ -103,4 +107,4 @@ class Sink:
 
 
 if __name__ == "__main__":
-    serve(int(sys.argv[1]), sys.argv[2])
+    serve(int(sys.argv[1]), sys.argv[2], float(sys.argv[3]) if len(sys.argv) > 3 else 0.0)

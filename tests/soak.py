@@ -38,9 +38,13 @@ def size(long: T, short: T) -> T:
 
 
 @pytest.fixture(name="sink")
-def sink_fixture(tmp_path: Path) -> Iterator[Sink]:
-    """An SMTP sink process on a free port, recording into tmp_path."""
-    sink = Sink(free_port(), tmp_path / "received.txt").start()
+def sink_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Sink]:
+    """An SMTP sink process on a free port, recording into tmp_path.
+
+    Parametrized indirectly, the parameter is a delay in seconds before each 250.
+    """
+    delay = getattr(request, "param", 0.0)
+    sink = Sink(free_port(), tmp_path / "received.txt", delay).start()
     yield sink
     sink.stop()
 

@@ -1,5 +1,8 @@
 """Configuration layers: defaults, instance/config.py, OUTBOX_* variables, test mapping."""
 
+import subprocess
+import sys
+
 import pytest
 
 from outbox import config, create_app
@@ -49,6 +52,23 @@ def test_secret_key_is_made_once_and_kept(tmp_path, monkeypatch):
     assert len(first) == 64
     assert create_app().config["SECRET_KEY"] == first
     assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
+
+
+def test_processes_starting_together_share_one_whole_key(tmp_path):
+    # Workers started at once on a new instance folder all make the key; the first
+    # one written wins, and no process reads it before it is whole.
+    script = "import sys; from outbox import _stored_secret as s; from pathlib import Path; print(s(Path(sys.argv[1])))"
+    starts = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(8)
+    ]
+    keys = {start.communicate(timeout=60)[0].strip() for start in starts}
+    assert all(start.returncode == 0 for start in starts)
+    assert keys == {(tmp_path / "secret_key").read_text()}
+    assert len(keys.pop()) == 64
+    assert [path.name for path in tmp_path.iterdir()] == ["secret_key"]
 
 
 def test_a_lock_timeout_shorter_than_a_slow_send_is_refused(tmp_path, monkeypatch):
