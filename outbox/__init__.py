@@ -3,12 +3,15 @@
 import contextlib
 import os
 import secrets
+import select
+import ssl
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
+from sqlalchemy import event, exc, make_url
 
 from . import config as settings
 from . import tokens
@@ -37,6 +40,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     settings.check(app.config)
 
     db.init_app(app)
+    if _checks_sockets(app.config["DATABASE_URL"]):
+        with app.app_context():
+            event.listen(db.engine, "checkout", _refuse_closed)
     mail.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS)
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
@@ -95,4 +101,42 @@ def engine_options(url: str) -> dict[str, Any]:
         options["pool_recycle"] = 3600
     elif url.startswith("postgresql"):
         options["isolation_level"] = "READ COMMITTED"
+    if _checks_sockets(url):
+        # _refuse_closed stands for the ping, without its round trip. A connection comes
+        # back to the pool with no transaction open (Session and Connection end theirs
+        # when they close), so the pool's ROLLBACK on return, a round trip too, undoes
+        # nothing.
+        options["pool_pre_ping"] = False
+        options["pool_reset_on_return"] = None
     return options
+
+
+def _checks_sockets(url: str) -> bool:
+    """Whether the engine of url takes _refuse_closed instead of a ping (PyMySQL's)."""
+    return make_url(url).get_driver_name() == "pymysql"
+
+
+def _refuse_closed(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+    """Refuse a pooled connection that the server has closed, as a failed ping would.
+
+    A server that restarts, dies or times a connection out closes its end; an idle
+    connection has nothing to read unless that happened, so looking for something to
+    read tells what a ping round trip would, at a hundredth of its cost. TLS may send
+    records of its own, so a TLS connection is pinged as before.
+    """
+    sock = dbapi_connection._sock
+    if isinstance(sock, ssl.SSLSocket):
+        try:
+            dbapi_connection.ping(False)
+            return
+        except Exception:  # whatever PyMySQL raises, a ping that fails is a dead link
+            alive = False
+    elif sock is None:
+        alive = False
+    else:
+        poll = select.poll()
+        poll.register(sock, select.POLLIN | select.POLLPRI)
+        alive = not poll.poll(0)
+    if not alive:
+        # Like a failed pre-ping: the other pooled connections are likely gone too.
+        raise exc.InvalidatePoolError("the database server closed the connection")

@@ -2,10 +2,12 @@
 
 import base64
 import io
+import time
 from datetime import datetime
 from email.header import decode_header, make_header
 from email.utils import getaddresses
 
+import pymysql
 import pytest
 import sqlalchemy as sa
 from werkzeug.datastructures import FileStorage, MultiDict
@@ -473,3 +475,25 @@ def test_a_page_session_does_not_stand_for_a_token(signed_in):
     response = signed_in.post(MESSAGES, json=VALID)
     assert response.status_code == 401 and "Set-Cookie" not in response.headers
     assert nothing_stored()
+
+
+@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def test_pooled_connections_the_server_closed_are_replaced_not_a_503(app, client, token):
+    """What the pool's ping did, without its round trip: a closed connection is not used."""
+    assert post(client, token).status_code == 201
+    db.session.remove()
+    url = db.engine.url
+    admin = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
+                            password=url.password or "")  # fmt: skip
+    with admin.cursor() as cursor:  # as a server restart does, to every pooled connection
+        cursor.execute("SELECT id FROM information_schema.processlist WHERE db = %s",
+                       (url.database,))  # fmt: skip
+        killed = [pk for (pk,) in cursor.fetchall()]
+        for pk in killed:
+            cursor.execute(f"KILL {pk}")
+    admin.close()
+    assert killed
+    time.sleep(0.1)  # the server's FIN reaches each socket
+    for _ in range(3):
+        assert post(client, token).status_code == 201
+    assert stored()["messages"] == 4
