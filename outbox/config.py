@@ -28,6 +28,9 @@ DEFAULTS: dict[str, Any] = {
     "MAX_ATTEMPTS": 10,  # attempts before a message fails for good
     "LOCK_TIMEOUT": 900.0,  # seconds after which a claim counts as abandoned
     "MAX_MESSAGE_BYTES": 25 * 1024 * 1024,  # bytes, the largest request or message
+    # The pages count each status live up to 1,000; past that they show the full count a
+    # worker made at most this long ago (one worker of many counts, whichever comes first).
+    "COUNT_INTERVAL": 60.0,  # seconds
     "TRUST_PROXY": False,  # behind one reverse proxy: trust its X-Forwarded-For/-Proto
     # How long a process takes a token it found live without asking the database again:
     # a revoked token keeps working that long in the processes that saw it lately.
@@ -36,7 +39,7 @@ DEFAULTS: dict[str, Any] = {
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
-_FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF"}
+_FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
 
 

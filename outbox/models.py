@@ -200,3 +200,17 @@ class AttemptHour(Base):
     sent: Mapped[int] = mapped_column(Integer)
     failed: Mapped[int] = mapped_column(Integer)
     counted_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class StatusCount(Base):
+    """Messages in one status, counted in full by a worker now and then.
+
+    The pages count each status live only up to a cap; past it they show this count
+    and its age instead of scanning millions of index entries on every view.
+    """
+
+    __tablename__ = "status_counts"
+
+    status: Mapped[str] = mapped_column(String(16), primary_key=True)
+    messages: Mapped[int] = mapped_column(BigInteger)
+    counted_at: Mapped[datetime] = mapped_column(Timestamp)

@@ -12,50 +12,135 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import load_only
 
 from .extensions import db
-from .models import Attempt, AttemptHour, Message, utcnow
+from .models import Attempt, AttemptHour, Message, StatusCount, utcnow
 from .status import CLAIMABLE, Outcome, Status
 
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = 50
-# Counting stops here: an exact count of a million sent rows costs more than the
-# page is allowed to take, and "10,000+" tells staff all they need.
-COUNT_CAP = 10_000
+# Counting live stops here: an exact count of a million sent rows costs more than a
+# page may take. Past the cap a page shows the full count a worker made lately
+# (refresh_counts, every COUNT_INTERVAL), with its age, or "1,000+" before the first.
+COUNT_CAP = 1_000
 IN_FLIGHT = {Status.QUEUED.value, Status.SENDING.value, Status.DEFERRED.value}
 LIST_COLUMNS = (
     Message.id, Message.created_at, Message.to_addrs, Message.subject, Message.status,
     Message.attempts, Message.last_retry, Message.next_attempt_at, Message.last_error,
 )  # fmt: skip
+COUNTS = cast(Table, StatusCount.__table__)
+ALL = "all"  # the key of the count of every message
 
 
 @dataclass(frozen=True)
 class Count:
     value: int
-    capped: bool
+    capped: bool  # the live count reached the cap: value is the cap or a worker's count
+    counted_at: datetime | None = None  # when a worker counted value, if it did
 
     def __str__(self) -> str:
+        if self.counted_at is not None:
+            return f"≈{self.value:,}"
         return f"{self.value:,}+" if self.capped else f"{self.value:,}"
 
+    @property
+    def note(self) -> str:
+        """What the figure is, for a tooltip."""
+        if self.counted_at is not None:
+            return f"counted in full at {self.counted_at:%Y-%m-%d %H:%M:%S} UTC"
+        if self.capped:
+            return f"counting stops at {self.value:,}"
+        return "counted now"
 
-def count(status: str | None, cap: int | None = None) -> Count:
-    """Messages in a status (all if None), counted up to cap (COUNT_CAP if None)."""
-    cap = COUNT_CAP if cap is None else cap
+
+def _live(status: str | None, cap: int) -> int:
+    """Messages in a status (all if None), counted up to cap + 1."""
     rows = select(Message.id)
     if status is not None:
         rows = rows.where(Message.status == status)
     found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
-    value = found.scalar_one()
-    return Count(min(value, cap), value > cap)
+    return int(found.scalar_one())
+
+
+def _counted() -> dict[str, tuple[int, datetime]]:
+    """The workers' last full count per status, and of all messages under ALL."""
+    rows = db.session.execute(select(COUNTS.c.status, COUNTS.c.messages, COUNTS.c.counted_at))
+    found = {status: (messages, moment) for status, messages, moment in rows}
+    if found:
+        found[ALL] = (sum(n for n, _ in found.values()), min(at for _, at in found.values()))
+    return found
+
+
+def _counts(names: list[str], cap: int | None) -> dict[str, Count]:
+    """Live counts up to cap; past it, the last full count if that is past the cap too."""
+    cap = COUNT_CAP if cap is None else cap
+    live = {name: _live(None if name == ALL else name, cap) for name in names}
+    full = _counted() if any(value > cap for value in live.values()) else {}
+    found = {}
+    for name, value in live.items():
+        counted, moment = full.get(name, (0, None))
+        if value <= cap:
+            found[name] = Count(value, False)
+        elif moment is not None and counted > cap:
+            found[name] = Count(counted, True, moment)
+        else:
+            found[name] = Count(cap, True)
+    return found
+
+
+def count(status: str | None, cap: int | None = None) -> Count:
+    """Messages in a status (all if None), live up to cap (COUNT_CAP if None)."""
+    name = status or ALL
+    return _counts([name], cap)[name]
 
 
 def status_counts(cap: int | None = None) -> dict[str, Count]:
-    """Capped counts for every status."""
-    return {status.value: count(status.value, cap) for status in Status}
+    """Counts for every status."""
+    return _counts([status.value for status in Status], cap)
 
 
 def counts(cap: int | None = None) -> dict[str, Count]:
-    """Capped counts for every status and for all messages (key "all")."""
-    return {"all": count(None, cap), **status_counts(cap)}
+    """Counts for every status and for all messages (key "all")."""
+    return _counts([ALL, *(status.value for status in Status)], cap)
+
+
+def counts_due(now: datetime) -> bool:
+    """Whether the full counts are missing or COUNT_INTERVAL old."""
+    oldest = db.session.scalar(select(func.min(COUNTS.c.counted_at)))
+    db.session.commit()
+    interval = timedelta(seconds=current_app.config["COUNT_INTERVAL"])
+    return oldest is None or oldest <= now - interval
+
+
+def refresh_counts(now: datetime | None = None) -> dict[str, int]:
+    """Count every status in full (one pass over ix_messages_status_id) and keep it."""
+    now = now or utcnow()
+    stmt = select(Message.status, func.count()).group_by(Message.status)
+    found = {status: int(number) for status, number in db.session.execute(stmt)}
+    db.session.commit()
+    rows = [{"status": s.value, "messages": found.get(s.value, 0), "counted_at": now}
+            for s in Status]  # fmt: skip
+    with db.engine.begin() as conn:  # its own short transaction
+        conn.execute(_insert(COUNTS, replace=True), rows)
+    return found
+
+
+def _insert(table: Table, *, replace: bool) -> Any:
+    """INSERT into table that, on a row already there, replaces it or keeps it."""
+    dialect = db.engine.dialect.name
+    keys = [column.name for column in table.primary_key]
+    values = [column.name for column in table.columns if column.name not in keys]
+    if dialect in ("mysql", "mariadb"):
+        mine = mysql.insert(table)
+        kept = {keys[0]: mine.inserted[keys[0]]}
+        return mine.on_duplicate_key_update(
+            {name: mine.inserted[name] for name in values} if replace else kept
+        )
+    ours: Any = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+    if not replace:
+        return ours.on_conflict_do_nothing()
+    return ours.on_conflict_do_update(
+        index_elements=keys, set_={name: ours.excluded[name] for name in values}
+    )
 
 
 # A search reads at most this many ids per request: a substring match cannot use an
@@ -185,14 +270,7 @@ def _store_hours(hours: list[Hour], now: datetime) -> None:
     """
     rows = [{"hour_at": h.start, "sent": h.sent, "failed": h.failed, "counted_at": now}
             for h in hours]  # fmt: skip
-    dialect = db.engine.dialect.name
-    if dialect == "postgresql":
-        stmt: Any = postgresql.insert(ROLLUP).on_conflict_do_nothing()
-    elif dialect in ("mysql", "mariadb"):
-        stmt = mysql.insert(ROLLUP)
-        stmt = stmt.on_duplicate_key_update(hour_at=stmt.inserted.hour_at)
-    else:
-        stmt = sqlite.insert(ROLLUP).on_conflict_do_nothing()
+    stmt = _insert(ROLLUP, replace=False)
     try:
         with db.engine.begin() as conn:  # its own short transaction, not the request's
             conn.execute(stmt, rows)

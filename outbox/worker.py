@@ -19,7 +19,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask, current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import heartbeats, mime, queue, sender
+from . import heartbeats, mime, queue, reports, sender
 from .extensions import db
 from .models import utcnow
 from .status import Outcome, Status
@@ -208,7 +208,7 @@ class Worker:
 
 
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
-    """Add the drain job; the returned lock is held while a pass runs."""
+    """Add the drain and the full count per status; the lock returned is held while a pass runs."""
     busy = threading.Lock()
 
     def tick() -> None:
@@ -221,8 +221,25 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
             finally:
                 db.session.remove()
 
+    def count() -> None:
+        with app.app_context():
+            try:
+                if reports.counts_due(utcnow()):
+                    reports.refresh_counts()
+            except Exception:
+                log.exception("%s: counting messages per status failed", worker.worker_id)
+            finally:
+                db.session.remove()
+
     scheduler.add_job(
         tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
+        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+    )  # fmt: skip
+    # In a thread of its own, beside the drain. Of many workers the first whose turn
+    # comes counts; the jitter keeps them from all finding the count due at once.
+    interval = app.config["COUNT_INTERVAL"]
+    scheduler.add_job(
+        count, "interval", seconds=interval, jitter=interval / 4, id="counts",
         max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
     )  # fmt: skip
     return busy

@@ -57,7 +57,10 @@ def test_secret_key_is_made_once_and_kept(tmp_path, monkeypatch):
 def test_processes_starting_together_share_one_whole_key(tmp_path):
     # Workers started at once on a new instance folder all make the key; the first
     # one written wins, and no process reads it before it is whole.
-    script = "import sys; from outbox import _stored_secret as s; from pathlib import Path; print(s(Path(sys.argv[1])))"
+    script = (
+        "import sys; from pathlib import Path; from outbox import _stored_secret as s; "
+        "print(s(Path(sys.argv[1])))"
+    )
     starts = [
         subprocess.Popen(
             [sys.executable, "-c", script, str(tmp_path)], stdout=subprocess.PIPE, text=True

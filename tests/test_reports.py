@@ -1,4 +1,5 @@
-"""The dashboard's hourly chart: settled hours kept in attempt_hours, the rest counted live."""
+"""The dashboard's figures: the hourly chart (settled hours kept in attempt_hours, the rest
+counted live) and the workers' full counts per status."""
 
 import subprocess
 import sys
@@ -7,11 +8,13 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import delete, event, select
+from apscheduler.schedulers.background import BackgroundScheduler
+from sqlalchemy import delete, event, func, select
 
-from outbox import reports
+from outbox import queue, reports, worker
 from outbox.extensions import db
-from outbox.models import Attempt, AttemptHour, utcnow
+from outbox.models import Attempt, AttemptHour, StatusCount, utcnow
+from outbox.status import Status
 
 NOW = datetime(2030, 1, 10, 12, 10, 0)  # ten minutes into an hour: the last one not yet settled
 OUTCOMES = ["sent", "sent", "sent", "failed", "deferred", "worker_lost"]
@@ -178,3 +181,44 @@ def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, 
     # Every count on the page is of one status, capped: the tiles have no "all".
     counts = [sql for sql, _ in seen if sql.startswith("SELECT count(*)")]
     assert len(counts) == 6 and all("WHERE messages.status =" in sql for sql in counts)
+
+
+def test_a_full_count_is_due_when_missing_or_count_interval_old(app, make_message):
+    app.config["COUNT_INTERVAL"] = 60.0
+    assert reports.counts_due(NOW)
+    make_message()
+    make_message()
+    assert reports.refresh_counts(NOW) == {"queued": 2}
+    assert not reports.counts_due(NOW + timedelta(seconds=59))
+    assert reports.counts_due(NOW + timedelta(seconds=60))
+
+
+def test_a_second_full_count_replaces_the_first(app, make_message):
+    first = make_message()
+    reports.refresh_counts(NOW)
+    queue.cancel(first.id)
+    make_message()
+    reports.refresh_counts(NOW + timedelta(minutes=1))
+    rows = db.session.execute(
+        select(StatusCount.status, StatusCount.messages, StatusCount.counted_at)
+    )
+    found = {status: (messages, moment) for status, messages, moment in rows}
+    db.session.commit()
+    # Every status has its row, the ones with no messages too.
+    assert set(found) == {status.value for status in Status}
+    assert {s: n for s, (n, _) in found.items() if n} == {"queued": 1, "cancelled": 1}
+    assert {moment for _, moment in found.values()} == {NOW + timedelta(minutes=1)}
+
+
+def test_the_worker_counts_on_a_schedule_of_its_own(app, make_message):
+    make_message()
+    scheduler = BackgroundScheduler(timezone="UTC")
+    worker.schedule(scheduler, app, worker.Worker())
+    job = scheduler.get_job("counts")
+    assert job.trigger.interval == timedelta(seconds=app.config["COUNT_INTERVAL"])
+    job.func()
+    with app.app_context():
+        assert not reports.counts_due(utcnow())
+        assert reports.count(Status.QUEUED.value, cap=0) == reports.Count(
+            1, True, db.session.scalar(select(func.min(StatusCount.counted_at)))
+        )

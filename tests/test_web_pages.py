@@ -5,13 +5,13 @@ import re
 from datetime import datetime, timedelta
 
 import pytest
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from werkzeug.http import parse_options_header
 
 from outbox import heartbeats, queue, reports
 from outbox.drafts import Upload, check_upload, parse_addresses
 from outbox.extensions import db
-from outbox.models import Attachment, Message, utcnow
+from outbox.models import Attachment, Message, StatusCount, utcnow
 from outbox.status import Status
 from outbox.web import when
 
@@ -176,6 +176,35 @@ def test_outbox_counts_stop_at_the_cap(signed_in, mixed, monkeypatch):
     page = parse(signed_in.get("/messages"))
     assert tabs(page) == {"all": "2+", "queued": "2", "sending": "1", "deferred": "1",
                           "sent": "1", "failed": "2+", "cancelled": "1"}  # fmt: skip
+
+
+def test_past_the_cap_the_tabs_show_the_workers_full_count(signed_in, mixed, make_in, monkeypatch):
+    monkeypatch.setattr(reports, "COUNT_CAP", 2)
+    counted_at = utcnow()
+    reports.refresh_counts(counted_at)
+    make_in(Status.FAILED, subject="after the count")
+    page = parse(signed_in.get("/messages"))
+    # Live up to the cap; past it the full count as it was, marked as not live.
+    assert tabs(page) == {"all": "≈9", "queued": "2", "sending": "1", "deferred": "1",
+                          "sent": "1", "failed": "≈3", "cancelled": "1"}  # fmt: skip
+    failed = page.find("nav", class_="tabs").find_all("span", class_="count")[-2]
+    assert failed.attrs["title"] == f"counted in full at {counted_at:%Y-%m-%d %H:%M:%S} UTC"
+    # A full count that is not past the cap says less than the live one: the cap it is.
+    monkeypatch.setattr(reports, "COUNT_CAP", 1)
+    db.session.execute(update(StatusCount).values(messages=1))
+    db.session.commit()
+    page = parse(signed_in.get("/messages"))
+    assert tabs(page)["failed"] == "1+"
+    assert tabs(page)["all"] == "≈6"
+
+
+def test_dashboard_tiles_show_the_workers_full_count_past_the_cap(signed_in, mixed, monkeypatch):
+    monkeypatch.setattr(reports, "COUNT_CAP", 2)
+    assert tiles(parse(signed_in.get("/")))["failed"] == "2+"
+    reports.refresh_counts()
+    shown = tiles(parse(signed_in.get("/")))
+    assert shown == {"queued": "2", "sending": "1", "deferred": "1", "sent": "1", "failed": "≈3",
+                     "cancelled": "1", "oldest waiting": shown["oldest waiting"]}  # fmt: skip
 
 
 @pytest.mark.parametrize("status", list(Status))
