@@ -106,6 +106,9 @@ class SmtpSession:
         self.connection: TimedConnection | None = None
         self.aborted = False
         self.watchdog = Watchdog(self.abort)
+        # A mail whose MAIL, RCPT and DATA went out with the end of the one before,
+        # their replies not read yet (see deliver's following).
+        self.ahead: Prepared | None = None
 
     def host(self) -> smtplib.SMTP:
         """The open connection, made now if there is none."""
@@ -127,10 +130,14 @@ class SmtpSession:
                 sock.shutdown(socket.SHUT_RDWR)
 
     def drop(self) -> None:
-        """Forget the connection after an error that may have broken it."""
+        """Forget the connection after an error that may have broken it.
+
+        A mail sent ahead goes with it: its DATA was never sent, so the server drops it.
+        """
         if self.connection is not None and self.connection.host is not None:
             self.connection.host.close()
         self.connection = None
+        self.ahead = None
 
     def reset(self) -> None:
         """End the mail transaction in progress, or drop the connection if that fails."""
@@ -145,6 +152,8 @@ class SmtpSession:
     def close(self) -> None:
         """Say goodbye to the server if it is still listening."""
         self.watchdog.close()
+        if self.ahead is not None:  # the server waits for a DATA that will not come
+            self.drop()
         if self.connection is not None and self.connection.host is not None:
             try:
                 self.connection.host.quit()
@@ -188,7 +197,10 @@ def classify(exc: BaseException) -> Result:
 
 
 def deliver(
-    session: SmtpSession, mail: Prepared | OutgoingMessage, deadline: float | None = None
+    session: SmtpSession,
+    mail: Prepared | OutgoingMessage,
+    deadline: float | None = None,
+    following: Prepared | None = None,
 ) -> Result:
     """Send one message and say what came of it; never raises for SMTP trouble.
 
@@ -196,6 +208,12 @@ def deliver(
     answers slowly but in time could stretch one send past the worker's claim, and
     another worker would then send the message again. Past `deadline` seconds the
     connection is cut and the message deferred, while the claim still holds.
+
+    `following`, the mail to be sent next on this session, has its MAIL, RCPT and DATA
+    written with the end of this one when the server pipelines (RFC 2920 lets the
+    message content open a group), so each mail takes one round trip instead of two.
+    Nothing of it is delivered until its own deliver sends its content; a session
+    closed or dropped before that drops it.
     """
     if isinstance(mail, OutgoingMessage):
         try:
@@ -203,10 +221,12 @@ def deliver(
         except Exception as exc:
             error = f"cannot build message: {type(exc).__name__}: {exc}"
             return Result(Outcome.FAILED, None, error)
+    if session.ahead is not None and session.ahead is not mail:
+        session.drop()  # the server holds another mail's envelope and waits for its content
     if deadline:
         session.watchdog.arm(deadline)
     try:
-        result = _send(session, mail)
+        result = _send(session, mail, following)
     finally:
         session.watchdog.disarm()
     if session.aborted:
@@ -216,8 +236,18 @@ def deliver(
     return result
 
 
+class DataRefused(smtplib.SMTPDataError):
+    """The server refused the content at its final dot; the transaction is over."""
+
+
 def sendmail(
-    host: smtplib.SMTP, sender: str, recipients: list[str], data: Rendered
+    host: smtplib.SMTP,
+    sender: str,
+    recipients: list[str],
+    data: Rendered,
+    *,
+    written: bool = False,
+    then: bytes = b"",
 ) -> dict[str, tuple[int, bytes]]:
     """smtplib's SMTP.sendmail, pipelined where the server allows, sending the DATA in pieces.
 
@@ -228,16 +258,16 @@ def sendmail(
     dot-stuffed and sent on its own. The rest is sendmail's: the same commands, the same
     RSET or close, the same exceptions, and the refused recipients when some but not all
     are refused.
+
+    `written`: this mail's commands went out already, in `then` of the mail before.
+    `then`: commands of the next mail, written with the final dot (RFC 2920 lets the
+    content open a group). When they were written, a refusal at the dot raises
+    DataRefused with no RSET after it: the server reads the next mail's commands next.
     """
     host.ehlo_or_helo_if_needed()
-    esmtp = host.does_esmtp
-    options = f" size={data.size()}" if esmtp and host.has_extn("size") else ""
-    commands = [f"mail FROM:{_quoted(sender)}{options}"]
-    commands += [f"rcpt TO:{_quoted(recipient)}" for recipient in recipients]
-    if any("\r" in line or "\n" in line for line in commands):
-        raise ValueError("an envelope address holds a line break")  # as smtplib's putcmd
-    pipelined = esmtp and host.has_extn("pipelining")
-    if pipelined:
+    commands = _envelope(host, sender, recipients, data)
+    pipelined = _pipelines(host)
+    if pipelined and not written:
         host.send("".join(f"{line}\r\n" for line in [*commands, "data"]))
     replies = iter(commands[1:])
     code, reply = _reply(host, commands[0], pipelined)
@@ -273,11 +303,46 @@ def sendmail(
         raise smtplib.SMTPRecipientsRefused(refused)
     if code != 354:
         raise smtplib.SMTPDataError(code, reply)
-    code, reply = _data(host, data)
+    code, reply = _data(host, data, then if pipelined else b"")
     if code != 250:
-        _end_transaction(host, code)
-        raise smtplib.SMTPDataError(code, reply)
+        if code == 421 or not then:
+            _end_transaction(host, code)
+            raise smtplib.SMTPDataError(code, reply)
+        raise DataRefused(code, reply)
     return refused
+
+
+def envelope(host: smtplib.SMTP, mail: Prepared) -> bytes:
+    """A mail's MAIL, RCPT and DATA commands as one write, for sendmail's `then`.
+
+    ValueError or UnicodeError if they cannot be sent as they are.
+    """
+    commands = _envelope(host, mail.sender, mail.recipients, mail.data)
+    return "".join(f"{line}\r\n" for line in [*commands, "data"]).encode(host.command_encoding)
+
+
+def _envelope(host: smtplib.SMTP, sender: str, recipients: list[str], data: Rendered) -> list[str]:
+    """The MAIL and RCPT commands of a mail, as smtplib's sendmail words them."""
+    options = f" size={data.size()}" if host.does_esmtp and host.has_extn("size") else ""
+    commands = [f"mail FROM:{_quoted(sender)}{options}"]
+    commands += [f"rcpt TO:{_quoted(recipient)}" for recipient in recipients]
+    if any("\r" in line or "\n" in line for line in commands):
+        raise ValueError("an envelope address holds a line break")  # as smtplib's putcmd
+    return commands
+
+
+def _ahead(host: smtplib.SMTP, following: Prepared | None) -> bytes:
+    """What of following to send with the end of this mail: its commands, if they can go."""
+    if following is None or not _pipelines(host):
+        return b""
+    try:
+        return envelope(host, following)
+    except (ValueError, UnicodeError):
+        return b""  # its own send says what is wrong with it
+
+
+def _pipelines(host: smtplib.SMTP) -> bool:
+    return bool(host.does_esmtp and host.has_extn("pipelining"))
 
 
 def _reply(host: smtplib.SMTP, command: str, pipelined: bool) -> tuple[int, bytes]:
@@ -312,8 +377,11 @@ def _rset(host: smtplib.SMTP) -> None:
         host.rset()
 
 
-def _data(host: smtplib.SMTP, data: Rendered) -> tuple[int, bytes]:
-    """The rest of smtplib's SMTP.data, once the server has said 354: the pieces, then a dot."""
+def _data(host: smtplib.SMTP, data: Rendered, then: bytes = b"") -> tuple[int, bytes]:
+    """The rest of smtplib's SMTP.data, once the server has said 354: the pieces, then a dot.
+
+    `then` goes out in the same write as the dot.
+    """
     held = b""
     for piece in data.pieces():
         if not piece:
@@ -324,11 +392,14 @@ def _data(host: smtplib.SMTP, data: Rendered) -> tuple[int, bytes]:
         dotted = piece.startswith(b".") or piece.find(b"\n.") >= 0
         held = LINE_DOT.sub(b"..", piece) if dotted else piece
     # The last piece goes with the final dot in one write, as smtplib sends it.
-    host.send(held + (b".\r\n" if held.endswith(b"\r\n") else b"\r\n.\r\n"))
+    end = b".\r\n" if held.endswith(b"\r\n") else b"\r\n.\r\n"
+    host.send(held + end + then)
     return host.getreply()
 
 
-def _send(session: SmtpSession, mail: Prepared) -> Result:
+def _send(session: SmtpSession, mail: Prepared, following: Prepared | None) -> Result:
+    written = session.ahead is mail
+    session.ahead = None
     try:
         host = session.host()
     except Exception as exc:
@@ -337,11 +408,18 @@ def _send(session: SmtpSession, mail: Prepared) -> Result:
         found = classify(exc)
         return Result(Outcome.DEFERRED, found.code, f"cannot connect: {found.error}")
     try:
-        refused = sendmail(host, mail.sender, mail.recipients, mail.data)
+        host.ehlo_or_helo_if_needed()  # what the server offers decides on sending ahead
+        then = _ahead(host, following)
+        refused = sendmail(
+            host, mail.sender, mail.recipients, mail.data, written=written, then=then
+        )
     except smtplib.SMTPRecipientsRefused as exc:
         if any(code == 421 for code, _ in exc.recipients.values()):
             session.drop()  # sendmail has closed the connection
         return classify(exc)  # otherwise sendmail has reset the session
+    except DataRefused as exc:
+        session.ahead = following  # the transaction ended at the dot; the next one is under way
+        return classify(exc)
     except smtplib.SMTPResponseException as exc:
         if exc.smtp_code == 421 or exc.smtp_code < 200:
             session.drop()  # the server is closing, or the reply made no sense
@@ -351,6 +429,8 @@ def _send(session: SmtpSession, mail: Prepared) -> Result:
     except Exception as exc:
         session.drop()
         return classify(exc)
+    if then:
+        session.ahead = following
     if refused:
         return Result(Outcome.SENT, None, f"some recipients refused: {_refusals(refused)}")
     return Result(Outcome.SENT)

@@ -142,9 +142,11 @@ class Worker:
         pending = deque(claims)
         finished: list[queue.Finished] = []
         oldest = 0.0  # when the first unwritten outcome came
+        ready: dict[int, mime.Prepared | queue.Finished] = {}  # made one claim ahead
         with sender.SmtpSession() as session:
             while pending:
                 if self.stop.is_set():
+                    # Closing the session drops a mail sent ahead: its content never went.
                     self._record(finished, retry, tally)
                     tally.released += _through_outage(queue.release, list(pending))
                     break
@@ -158,7 +160,14 @@ class Worker:
                 claim = pending.popleft()
                 if not finished:
                     oldest = time.monotonic()
-                finished.append(self._send_one(session, claim))
+                mail = ready.pop(claim.id, None) or self._prepare(claim)
+                following = None
+                if pending and not pending[0].mail.attachment_count:
+                    # Made now, its MAIL, RCPT and DATA go out with this mail's end (one
+                    # round trip a mail). Not with attachments: one mail's are enough in memory.
+                    ready[pending[0].id] = following = self._prepare(pending[0])
+                finished.append(self._send(session, claim, mail, following))
+                del mail, following  # an attachment's data is not kept past its send
                 if len(finished) >= every or time.monotonic() - oldest > after:
                     self._record(finished, retry, tally)
             self._record(finished, retry, tally)
@@ -168,23 +177,34 @@ class Worker:
         )  # fmt: skip
         return tally
 
-    def _send_one(self, session: sender.SmtpSession, claim: queue.Claim) -> queue.Finished:
-        """Build and send one claimed message; what came of it, not yet written."""
+    def _prepare(self, claim: queue.Claim) -> mime.Prepared | queue.Finished:
+        """A claimed message made ready for SMTP, or its failure if it cannot be."""
         row = claim.mail  # the claim that outlives the send does not hold the mail
-        claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         try:
             attachments = []
             if row.attachment_count:
                 attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
-            mail = mime.prepare(row, attachments)
+            return mime.prepare(row, attachments)
         except (mime.BuildError, queue.Damaged) as exc:
             return queue.Finished(claim, Outcome.FAILED, utcnow(), None, str(exc))
+
+    def _send(
+        self,
+        session: sender.SmtpSession,
+        claim: queue.Claim,
+        mail: mime.Prepared | queue.Finished,
+        following: mime.Prepared | queue.Finished | None,
+    ) -> queue.Finished:
+        """Send one prepared message; what came of it, not yet written."""
+        if isinstance(mail, queue.Finished):
+            return mail
+        claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         # Renewed at most LOCK_TIMEOUT/4 ago and cut off after another half (and at
         # most a sixteenth more, the watchdog's tick); its outcome is written before
         # the next renewal, so while the claim holds.
-        result = sender.deliver(session, mail, current_app.config["LOCK_TIMEOUT"] / 2)
-        del mail, attachments
+        ahead = following if isinstance(following, mime.Prepared) else None
+        result = sender.deliver(session, mail, current_app.config["LOCK_TIMEOUT"] / 2, ahead)
         error = result.error
         if result.outcome is not Outcome.SENT:
             error = error or ("failed" if result.outcome is Outcome.FAILED else "")

@@ -26,11 +26,18 @@ def stored(make_message, **fields):  # type: ignore[no-untyped-def]
     return make_message(**vars(build_draft(fields, None)))
 
 
-def send(*rows) -> list[sender.Result]:  # type: ignore[no-untyped-def]
-    """Build and deliver rows in turn over one session, as a worker's batch does."""
+def send(*rows, ahead: bool = False) -> list[sender.Result]:  # type: ignore[no-untyped-def]
+    """Build and deliver rows in turn over one session, as a worker's batch does.
+
+    ahead: each mail's MAIL, RCPT and DATA go out with the end of the one before, as
+    the worker sends mails without attachments.
+    """
+    mails = [mime.build(row, queue.read_attachments(row.id)).prepare() for row in rows]
+    followers = [*mails[1:], None] if ahead else [None] * len(mails)
     with sender.SmtpSession() as session:
         return [
-            sender.deliver(session, mime.build(row, queue.read_attachments(row.id))) for row in rows
+            sender.deliver(session, mail, None, following)
+            for mail, following in zip(mails, followers, strict=True)
         ]
 
 
@@ -220,9 +227,29 @@ def test_a_refused_data_command_leaves_the_connection_ready(smtp_app, smtp, make
     assert smtp.recorder.message_ids() == [second.message_id]
 
 
-@pytest.mark.parametrize("pipelining", [True, False], ids=["pipelined", "in lockstep"])
+def test_the_next_mail_goes_out_with_the_end_of_the_one_before(smtp_app, smtp, make_message):
+    rows = [stored(make_message, subject=f"m{n}") for n in range(4)]
+    mails = [mime.prepare(row, []) for row in rows]
+    with sender.SmtpSession() as session:
+        assert sender.deliver(session, mails[0], None, mails[1]) == sender.Result(SENT)
+        assert session.ahead is mails[1]  # its MAIL, RCPT and DATA are on their way
+        assert sender.deliver(session, mails[1], None, mails[2]) == sender.Result(SENT)
+        assert session.ahead is mails[2]
+        # Another mail than the one sent ahead: the server waits for that one's content,
+        # so the connection is dropped and made anew, and the mail sent ahead never goes.
+        assert sender.deliver(session, mails[3]) == sender.Result(SENT)
+        assert session.ahead is None
+    assert smtp.recorder.message_ids() == [rows[n].message_id for n in (0, 1, 3)]
+    assert smtp.recorder.connections == 2
+
+
+@pytest.mark.parametrize(
+    ("pipelining", "ahead"),
+    [(True, True), (True, False), (False, True), (False, False)],
+    ids=["each mail sent ahead", "pipelined", "in lockstep (ahead refused)", "in lockstep"],
+)
 def test_refusals_are_sorted_alike_with_and_without_pipelining(
-    smtp_app, smtp, make_message, pipelining
+    smtp_app, smtp, make_message, pipelining, ahead
 ):  # type: ignore[no-untyped-def]
     recorder = smtp.recorder
     recorder.pipelining = pipelining
@@ -243,7 +270,7 @@ def test_refusals_are_sorted_alike_with_and_without_pipelining(
         stored(make_message, to=["here@example.com", "closing@example.com"]),
         stored(make_message),
     ]
-    results = send(*rows)
+    results = send(*rows, ahead=ahead)
     assert [(r.outcome, r.code) for r in results] == [
         (DEFERRED, 451), (FAILED, 550), (DEFERRED, 452), (SENT, None), (DEFERRED, 421),
         (SENT, None),
@@ -317,11 +344,14 @@ def test_lines_that_start_with_a_dot_arrive_intact(smtp_app, smtp, make_message,
         assert attachments_of(smtp.received[0].content) == bodies
 
 
-def test_a_refusal_after_the_data_is_sorted_and_the_session_goes_on(smtp_app, smtp, make_message):
+@pytest.mark.parametrize("ahead", [False, True], ids=["one by one", "each mail sent ahead"])
+def test_a_refusal_after_the_data_is_sorted_and_the_session_goes_on(
+    smtp_app, smtp, make_message, ahead
+):  # type: ignore[no-untyped-def]
     smtp.recorder.data_replies.extend(["554 5.6.0 message refused", "451 4.3.0 try again later"])
     bodies = [os.urandom(MIB + 1)]
     rows = [attached(make_message, *bodies) for _ in range(3)]
-    results = send(*rows)
+    results = send(*rows, ahead=ahead)
     assert [(r.outcome, r.code) for r in results] == [(FAILED, 554), (DEFERRED, 451), (SENT, None)]
     assert results[0].error == "554 5.6.0 message refused"
     assert smtp.recorder.connections == 1

@@ -241,6 +241,8 @@ def test_a_stop_during_a_batch_hands_back_the_messages_not_started(smtp_app, smt
     smtp.recorder.on_data = worker.stop.set
     messages = [make_message() for _ in range(4)]
     assert worker.drain() == Tally(sent=1, released=3)
+    # The second mail's MAIL, RCPT and DATA went out with the first one's end; the
+    # stop closed the connection before its content, so the server never took it.
     assert smtp.recorder.message_ids() == [messages[0].message_id]
     assert fresh(messages[0].id).status == Status.SENT
     for message in messages[1:]:
