@@ -29,9 +29,11 @@ def worker_command(processes: int) -> None:
 
 @click.command("send-queued")
 def send_queued_command() -> None:
-    """Send every due message once, print what happened, and exit."""
+    """Send every due message once, refresh the pages' full counts if due, and exit."""
     _logging()
-    tally = worker.Worker().drain()
+    drainer = worker.Worker()
+    tally = drainer.drain()
+    worker.count_if_due(drainer.worker_id)
     click.echo(str(tally))
 
 

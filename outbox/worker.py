@@ -227,6 +227,18 @@ class Worker:
         finished.clear()
 
 
+def count_if_due(worker_id: str) -> None:
+    """Count the messages per status in full for the pages, unless a worker did lately.
+
+    A failure is logged, not raised: the pages show the last count until the next.
+    """
+    try:
+        if reports.counts_due(utcnow()):
+            reports.refresh_counts()
+    except Exception:
+        log.exception("%s: counting messages per status failed", worker_id)
+
+
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
     """Add the drain and the full count per status; the lock returned is held while a pass runs."""
     busy = threading.Lock()
@@ -244,10 +256,7 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
     def count() -> None:
         with app.app_context():
             try:
-                if reports.counts_due(utcnow()):
-                    reports.refresh_counts()
-            except Exception:
-                log.exception("%s: counting messages per status failed", worker.worker_id)
+                count_if_due(worker.worker_id)
             finally:
                 db.session.remove()
 

@@ -1,11 +1,11 @@
-"""The outbox commands: schema upgrade, tokens."""
+"""The outbox commands: schema upgrade, tokens, one drain pass."""
 
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import tokens
+from outbox import queue, reports, tokens
 from outbox.extensions import db
-from outbox.models import ApiToken
+from outbox.models import ApiToken, utcnow
 
 
 def test_db_upgrade_is_idempotent(app, runner):
@@ -51,3 +51,12 @@ def test_revoking_an_unknown_token_is_an_error(app, runner):
 def test_the_migrations_match_the_models(app, runner):
     result = runner.invoke(args=["db", "check"])
     assert result.exit_code == 0, result.output
+
+
+def test_send_queued_makes_the_full_counts_when_they_are_due(app, runner, make_message):
+    queue.cancel(make_message().id)  # nothing to send
+    result = runner.invoke(args=["send-queued"])
+    assert result.exit_code == 0, result.output
+    counted = reports.count("cancelled", cap=0)
+    assert counted.value == 1 and counted.counted_at is not None
+    assert not reports.counts_due(utcnow())
