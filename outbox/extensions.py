@@ -13,7 +13,16 @@ class Base(DeclarativeBase):
 
 
 db = SQLAlchemy(model_class=Base)
+# The bind key of a second engine on a database server, whose connections commit each
+# statement (see queue.enqueue).
+AUTOCOMMIT = "autocommit"
 mail = Mail()
 migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
+
+
+def dispose_engines() -> None:
+    """Close the pooled connections of the app's engines, the autocommit one too."""
+    for engine in db.engines.values():
+        engine.dispose()

@@ -12,7 +12,7 @@ from flask_migrate import upgrade
 
 from outbox import create_app, queue
 from outbox.drafts import Draft
-from outbox.extensions import db
+from outbox.extensions import db, dispose_engines
 from outbox.models import Message
 
 from .smtpd import SmtpServer
@@ -68,7 +68,7 @@ def server_database(kind: str) -> str:
         if _ready[kind] is None:
             with create_app({"DATABASE_URL": url}).app_context():
                 upgrade()
-                db.engine.dispose()
+                dispose_engines()
     problem = _ready[kind]
     if problem:
         if os.environ.get("CI") == "true":
@@ -125,7 +125,7 @@ def app(database_url: str, tmp_path) -> Iterator[Flask]:  # type: ignore[no-unty
             _empty_tables()
         yield app
         db.session.remove()
-        db.engine.dispose()
+        dispose_engines()
 
 
 class OwnContextClient(FlaskClient):

@@ -14,7 +14,7 @@ from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
 from outbox import create_app, queue, tokens
-from outbox.extensions import db
+from outbox.extensions import db, dispose_engines
 from outbox.models import Attempt, Message, utcnow
 from outbox.status import Status
 
@@ -450,7 +450,7 @@ def test_unreachable_database_is_503_and_never_201(tmp_path, monkeypatch):
                 assert response.status_code == 503, (url, path)
                 assert "database" in response.get_json()["error"]
                 assert int(response.headers["Retry-After"]) > 0
-            db.engine.dispose()
+            dispose_engines()
 
 
 def test_display_names_are_kept_readable(client, token):

@@ -7,7 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from outbox import create_app, queue, tokens
-from outbox.extensions import db
+from outbox.extensions import db, dispose_engines
 from outbox.models import Message
 from outbox.status import Status
 from outbox.worker import Tally, Worker
@@ -289,4 +289,4 @@ def test_unreachable_database_is_503_and_never_201(tmp_path, monkeypatch):
             response = batch(app.test_client(), "obx_x", numbered(2))
             assert response.status_code == 503, url
             assert int(response.headers["Retry-After"]) > 0
-            db.engine.dispose()
+            dispose_engines()

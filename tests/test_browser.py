@@ -21,7 +21,7 @@ from flask_migrate import upgrade
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from outbox import accounts, create_app, reports
-from outbox.extensions import db
+from outbox.extensions import dispose_engines
 
 from .smtpd import SmtpServer, free_port
 
@@ -119,7 +119,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         server.server_close()
         smtp.stop()
         with app.app_context():
-            db.engine.dispose()
+            dispose_engines()
     assert worker.returncode == 0, f"the worker did not stop cleanly:\n{log_path.read_text()}"
 
 

@@ -40,7 +40,7 @@ import sqlalchemy as sa
 from flask_migrate import upgrade
 
 from outbox import create_app, tokens
-from outbox.extensions import db
+from outbox.extensions import dispose_engines
 from outbox.models import utcnow
 
 from .smtpd import SmtpServer, free_port
@@ -182,7 +182,7 @@ def mariadb(tmp_path: Path) -> Iterator[PrivateMariaDB]:
         with app.app_context():
             upgrade()
             server.token = tokens.create("restart")
-            db.engine.dispose()
+            dispose_engines()
         yield server
     finally:
         server.stop()

@@ -3,6 +3,8 @@
 import random
 from datetime import datetime, timedelta
 
+import psycopg
+import pymysql
 import pytest
 import sqlalchemy as sa
 
@@ -224,3 +226,39 @@ def test_message_ids_stay_apart_when_the_program_seeds_random(app):
         random.seed(7)
         ids.add(queue._message_row(draft, utcnow())["message_id"])
     assert len(ids) == 3
+
+
+def test_a_message_without_attachments_is_one_statement_that_commits_itself(
+    app, db_kind, monkeypatch
+):  # type: ignore[no-untyped-def]
+    calls: list[str] = []
+    draft = Draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
+    queue.enqueue(draft, source="test", max_attempts=3)  # the first connection is set up
+
+    def executed(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        calls.append(statement.split()[0])
+
+    if db_kind != "sqlite":  # the driver's own COMMIT and ROLLBACK, each a round trip
+        driver = db.engine.dialect.loaded_dbapi.connect.__module__.split(".")[0]
+        connection = pymysql.connections.Connection if driver == "pymysql" else psycopg.Connection
+        for name in ("commit", "rollback"):
+            original = getattr(connection, name)
+
+            def spy(self, *args, _name=name, _original=original):  # type: ignore[no-untyped-def]
+                calls.append(_name.upper())
+                return _original(self, *args)
+
+            monkeypatch.setattr(connection, name, spy)
+    engines = list(db.engines.values())
+    for engine in engines:
+        sa.event.listen(engine, "before_cursor_execute", executed)
+    try:
+        message, created = queue.enqueue(draft, source="test", max_attempts=3)
+    finally:
+        for engine in engines:
+            sa.event.remove(engine, "before_cursor_execute", executed)
+    assert created
+    # On a database server the INSERT commits itself: one round trip, nothing after it.
+    assert calls == ["INSERT"] if db_kind != "sqlite" else calls[:1] == ["INSERT"], calls
+    db.session.rollback()  # nothing of the request's session can take it back
+    assert fresh(message.id).message_id == message.message_id
