@@ -77,7 +77,12 @@ def unrouted(exc: HTTPException) -> Response | HTTPException:
 @bp.errorhandler(InterfaceError)
 def database_down(exc: DBAPIError) -> Response:
     """The database cannot be reached; anything else from it is a bug and stays a 500."""
-    db.session.rollback()
+    try:
+        db.session.rollback()
+    except DBAPIError:
+        # The session's own connection went down too (the failed statement may have run
+        # on the autocommit engine's): SQLAlchemy has invalidated it, nothing is left open.
+        pass
     current_app.logger.warning("database unavailable: %s", exc.orig)
     # A COMMIT whose reply was lost may have landed: only a retry with the same
     # Idempotency-Key is sure not to queue the message twice.

@@ -477,23 +477,49 @@ def test_a_page_session_does_not_stand_for_a_token(signed_in):
     assert nothing_stored()
 
 
-@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
-def test_pooled_connections_the_server_closed_are_replaced_not_a_503(app, client, token):
-    """What the pool's ping did, without its round trip: a closed connection is not used."""
-    assert post(client, token).status_code == 201
-    db.session.remove()
-    url = db.engine.url
+def kill_connections(url: sa.URL) -> list[int]:
+    """End every connection to url's MariaDB database, as a server restart does."""
     admin = pymysql.connect(host=url.host, port=url.port or 3306, user=url.username,
                             password=url.password or "")  # fmt: skip
-    with admin.cursor() as cursor:  # as a server restart does, to every pooled connection
+    with admin.cursor() as cursor:
         cursor.execute("SELECT id FROM information_schema.processlist WHERE db = %s",
                        (url.database,))  # fmt: skip
         killed = [pk for (pk,) in cursor.fetchall()]
         for pk in killed:
             cursor.execute(f"KILL {pk}")
     admin.close()
-    assert killed
     time.sleep(0.1)  # the server's FIN reaches each socket
+    return killed
+
+
+@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def test_pooled_connections_the_server_closed_are_replaced_not_a_503(app, client, token):
+    """What the pool's ping did, without its round trip: a closed connection is not used."""
+    assert post(client, token).status_code == 201
+    db.session.remove()
+    assert kill_connections(db.engine.url)
     for _ in range(3):
         assert post(client, token).status_code == 201
     assert stored()["messages"] == 4
+
+
+@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def test_connections_lost_during_a_request_are_a_503_not_a_500(app, client, token, monkeypatch):
+    """The server goes away between the token check and the INSERT, as in a restart."""
+    app.config["TOKEN_CACHE_SECONDS"] = 0  # the request's session reads the token first
+    app.extensions[tokens.CACHE] = tokens.Cache(0)
+    assert post(client, token).status_code == 201
+    insert = queue.INSERT_MESSAGE
+
+    def execute(conn, statement, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if statement is insert:
+            kill_connections(db.engine.url)
+        return original(conn, statement, *args, **kwargs)
+
+    original = sa.engine.Connection.execute
+    monkeypatch.setattr(sa.engine.Connection, "execute", execute)
+    response = post(client, token)
+    assert response.status_code == 503, response.get_data(as_text=True)
+    monkeypatch.undo()
+    assert post(client, token).status_code == 201
+    assert stored()["messages"] == 2
