@@ -1,6 +1,7 @@
 """outbox: a database-backed mail outbox for web applications."""
 
 import contextlib
+import logging
 import os
 import secrets
 import select
@@ -17,6 +18,7 @@ from . import config as settings
 from . import tokens
 from .extensions import AUTOCOMMIT, db, mail, migrate
 
+log = logging.getLogger(__name__)
 MIGRATIONS = str(Path(__file__).parent / "migrations")
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,6 +46,8 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         with app.app_context():
             for engine in db.engines.values():
                 event.listen(engine, "checkout", _refuse_closed)
+    # Runs before Flask-SQLAlchemy's own teardown (the later registered runs first).
+    app.teardown_appcontext(_close_session)
     mail.init_app(app)
     migrate.init_app(app, db, directory=MIGRATIONS)
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
@@ -120,6 +124,20 @@ def engine_options(url: str) -> dict[str, Any]:
         options["pool_pre_ping"] = False
         options["pool_reset_on_return"] = None
     return options
+
+
+def _close_session(error: BaseException | None) -> None:
+    """End the request's session, even if the database went away after its work was done.
+
+    A message may be stored on the autocommit engine while the session still holds the
+    connection it read the token on; if the server restarts in between, that connection's
+    ROLLBACK fails. SQLAlchemy invalidates it either way, and the answer already given
+    (the message is stored) stands.
+    """
+    try:
+        db.session.close()
+    except exc.DBAPIError as failure:
+        log.warning("the session's connection was lost as the request ended: %s", failure.orig)
 
 
 def _checks_sockets(url: str) -> bool:

@@ -506,8 +506,7 @@ def test_pooled_connections_the_server_closed_are_replaced_not_a_503(app, client
 @pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
 def test_connections_lost_during_a_request_are_a_503_not_a_500(app, client, token, monkeypatch):
     """The server goes away between the token check and the INSERT, as in a restart."""
-    app.config["TOKEN_CACHE_SECONDS"] = 0  # the request's session reads the token first
-    app.extensions[tokens.CACHE] = tokens.Cache(0)
+    app.extensions[tokens.CACHE] = tokens.Cache(0)  # the request's session reads the token
     assert post(client, token).status_code == 201
     insert = queue.INSERT_MESSAGE
 
@@ -523,3 +522,23 @@ def test_connections_lost_during_a_request_are_a_503_not_a_500(app, client, toke
     monkeypatch.undo()
     assert post(client, token).status_code == 201
     assert stored()["messages"] == 2
+
+
+@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
+def test_connections_lost_once_the_message_is_stored_leave_its_201(app, client, token, monkeypatch):
+    """The server goes away after the INSERT, before the request's session is closed."""
+    app.extensions[tokens.CACHE] = tokens.Cache(0)  # the request's session reads the token
+    assert post(client, token).status_code == 201
+    original = queue._insert_alone
+
+    def insert_then_kill(row):  # type: ignore[no-untyped-def]
+        stored_message = original(row)
+        kill_connections(db.engine.url)
+        return stored_message
+
+    monkeypatch.setattr(queue, "_insert_alone", insert_then_kill)
+    response = post(client, token)
+    assert response.status_code == 201
+    monkeypatch.undo()
+    assert post(client, token).status_code == 201
+    assert stored()["messages"] == 3
