@@ -76,13 +76,11 @@ def unrouted(exc: HTTPException) -> Response | HTTPException:
 @bp.errorhandler(OperationalError)
 @bp.errorhandler(InterfaceError)
 def database_down(exc: DBAPIError) -> Response:
-    """The database cannot be reached; anything else from it is a bug and stays a 500."""
-    try:
-        db.session.rollback()
-    except DBAPIError:
-        # The session's own connection went down too (the failed statement may have run
-        # on the autocommit engine's): SQLAlchemy has invalidated it, nothing is left open.
-        pass
+    """The database cannot be reached; anything else from it is a bug and stays a 500.
+
+    The request's session is ended by the app's teardown, which copes with a connection
+    that went down too (create_app's _close_session).
+    """
     current_app.logger.warning("database unavailable: %s", exc.orig)
     # A COMMIT whose reply was lost may have landed: only a retry with the same
     # Idempotency-Key is sure not to queue the message twice.

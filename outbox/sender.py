@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from flask import current_app
 from flask_mail import Connection
 
-from .mime import BARE_ADDRESS, OutgoingMessage, Prepared, Rendered
+from .mime import BARE_ADDRESS, Prepared, Rendered
 from .status import Outcome
 
 # smtplib's dot-stuffing: a line that starts with "." gets another.
@@ -198,7 +198,7 @@ def classify(exc: BaseException) -> Result:
 
 def deliver(
     session: SmtpSession,
-    mail: Prepared | OutgoingMessage,
+    mail: Prepared,
     deadline: float | None = None,
     following: Prepared | None = None,
 ) -> Result:
@@ -215,12 +215,6 @@ def deliver(
     Nothing of it is delivered until its own deliver sends its content; a session
     closed or dropped before that drops it.
     """
-    if isinstance(mail, OutgoingMessage):
-        try:
-            mail = mail.prepare()
-        except Exception as exc:
-            error = f"cannot build message: {type(exc).__name__}: {exc}"
-            return Result(Outcome.FAILED, None, error)
     if session.ahead is not None and session.ahead is not mail:
         session.drop()  # the server holds another mail's envelope and waits for its content
     if deadline:
@@ -268,7 +262,7 @@ def sendmail(
     commands = _envelope(host, sender, recipients, data)
     pipelined = _pipelines(host)
     if pipelined and not written:
-        host.send("".join(f"{line}\r\n" for line in [*commands, "data"]))
+        host.send(_group(commands))
     replies = iter(commands[1:])
     code, reply = _reply(host, commands[0], pipelined)
     if code != 250 and not pipelined:
@@ -303,7 +297,7 @@ def sendmail(
         raise smtplib.SMTPRecipientsRefused(refused)
     if code != 354:
         raise smtplib.SMTPDataError(code, reply)
-    code, reply = _data(host, data, then if pipelined else b"")
+    code, reply = _data(host, data, then)
     if code != 250:
         if code == 421 or not then:
             _end_transaction(host, code)
@@ -318,7 +312,12 @@ def envelope(host: smtplib.SMTP, mail: Prepared) -> bytes:
     ValueError or UnicodeError if they cannot be sent as they are.
     """
     commands = _envelope(host, mail.sender, mail.recipients, mail.data)
-    return "".join(f"{line}\r\n" for line in [*commands, "data"]).encode(host.command_encoding)
+    return _group(commands).encode(host.command_encoding)
+
+
+def _group(commands: list[str]) -> str:
+    """MAIL and RCPT commands, then DATA, as one pipelined write."""
+    return "".join(f"{line}\r\n" for line in [*commands, "data"])
 
 
 def _envelope(host: smtplib.SMTP, sender: str, recipients: list[str], data: Rendered) -> list[str]:

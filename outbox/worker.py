@@ -161,13 +161,14 @@ class Worker:
                 if not finished:
                     oldest = time.monotonic()
                 mail = ready.pop(claim.id, None) or self._prepare(claim)
-                following = None
+                ahead = None
                 if pending and not pending[0].mail.attachment_count:
                     # Made now, its MAIL, RCPT and DATA go out with this mail's end (one
                     # round trip a mail). Not with attachments: one mail's are enough in memory.
-                    ready[pending[0].id] = following = self._prepare(pending[0])
-                finished.append(self._send(session, claim, mail, following))
-                del mail, following  # an attachment's data is not kept past its send
+                    ready[pending[0].id] = upcoming = self._prepare(pending[0])
+                    ahead = upcoming if isinstance(upcoming, mime.Prepared) else None
+                finished.append(self._send(session, claim, mail, ahead))
+                del mail  # an attachment's data is not kept past its send
                 if len(finished) >= every or time.monotonic() - oldest > after:
                     self._record(finished, retry, tally)
             self._record(finished, retry, tally)
@@ -194,7 +195,7 @@ class Worker:
         session: sender.SmtpSession,
         claim: queue.Claim,
         mail: mime.Prepared | queue.Finished,
-        following: mime.Prepared | queue.Finished | None,
+        ahead: mime.Prepared | None,
     ) -> queue.Finished:
         """Send one prepared message; what came of it, not yet written."""
         if isinstance(mail, queue.Finished):
@@ -203,7 +204,6 @@ class Worker:
         # Renewed at most LOCK_TIMEOUT/4 ago and cut off after another half (and at
         # most a sixteenth more, the watchdog's tick); its outcome is written before
         # the next renewal, so while the claim holds.
-        ahead = following if isinstance(following, mime.Prepared) else None
         result = sender.deliver(session, mail, current_app.config["LOCK_TIMEOUT"] / 2, ahead)
         error = result.error
         if result.outcome is not Outcome.SENT:
@@ -254,11 +254,8 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
                 db.session.remove()
 
     def count() -> None:
-        with app.app_context():
-            try:
-                count_if_due(worker.worker_id)
-            finally:
-                db.session.remove()
+        with app.app_context():  # its teardown ends the session
+            count_if_due(worker.worker_id)
 
     scheduler.add_job(
         tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
