@@ -132,8 +132,11 @@ def _close_session(error: BaseException | None) -> None:
     A message may be stored on the autocommit engine while the session still holds the
     connection it read the token on; if the server restarts in between, that connection's
     ROLLBACK fails. SQLAlchemy invalidates it either way, and the answer already given
-    (the message is stored) stands.
+    (the message is stored) stands. A request that never used the session (most
+    enqueues) has none to close; asking for one would make it.
     """
+    if not db.session.registry.has():
+        return
     try:
         db.session.close()
     except exc.DBAPIError as failure:

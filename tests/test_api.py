@@ -531,3 +531,25 @@ def test_connections_lost_during_a_request_are_a_503_or_leave_the_201(
     monkeypatch.undo()
     assert post(client, token).status_code == 201
     assert stored()["messages"] == 2 + stored_first
+
+
+@pytest.mark.parametrize(
+    "db_kind",
+    [pytest.param("mariadb", marks=pytest.mark.mariadb),
+     pytest.param("postgres", marks=pytest.mark.postgres)],
+)  # fmt: skip
+def test_an_enqueue_with_a_known_token_makes_no_session(app, client, token, monkeypatch):
+    """The token is in the cache and the INSERT runs on the autocommit engine: the request
+    has no use for a session, and ending the request must not make one to close it."""
+    assert post(client, token).status_code == 201  # the token is now in the cache
+    made: list[object] = []
+    factory = db.session.registry.createfunc
+
+    def counted():  # type: ignore[no-untyped-def]
+        made.append(factory())
+        return made[-1]
+
+    monkeypatch.setattr(db.session.registry, "createfunc", counted)
+    assert post(client, token).status_code == 201
+    assert made == []
+    assert stored()["messages"] == 2
