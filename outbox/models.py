@@ -16,7 +16,7 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 from sqlalchemy.dialects import mysql
-from sqlalchemy.orm import Mapped, mapped_column, relationship
+from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
 
 from .extensions import Base
 from .status import Status
@@ -214,3 +214,9 @@ class StatusCount(Base):
     status: Mapped[str] = mapped_column(String(16), primary_key=True)
     messages: Mapped[int] = mapped_column(BigInteger)
     counted_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+# Set up the relationships now rather than at the first query or constructor call:
+# queue builds stored Messages as the ORM loads them, without __init__, which is what
+# would otherwise trigger it.
+configure_mappers()
