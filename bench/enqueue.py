@@ -36,6 +36,7 @@ from outbox.extensions import db
 from outbox.models import Message
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_enqueue?charset=utf8mb4"
+HERE = Path(__file__).resolve().parent
 GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
 LOCAL = {"127.0.0.1", "localhost", "::1"}
 TEXT = ("Hello,\n\nyour order has shipped and should reach you within three working days. "
@@ -210,14 +211,17 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def serve(url: str, args: argparse.Namespace, instance: str) -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]
+def serve(url: str, args: argparse.Namespace, instance: str,
+          app: str = "outbox:create_app()") -> tuple[subprocess.Popen, int]:  # type: ignore[type-arg]  # fmt: skip
     """Start gunicorn on a free port and wait until it answers."""
     port = free_port()
     env = {**os.environ, "OUTBOX_DATABASE_URL": url, "OUTBOX_SECRET_KEY": "bench",
            "OUTBOX_INSTANCE_PATH": instance}  # fmt: skip
     command = [GUNICORN, "--bind", f"127.0.0.1:{port}", "--workers", str(args.workers),
                "--worker-class", args.worker_class, "--threads", str(args.threads),
-               "--backlog", "512", "outbox:create_app()"]  # fmt: skip
+               "--backlog", "512", app]  # fmt: skip
+    if app != "outbox:create_app()":
+        command[-1:-1] = ["--pythonpath", str(HERE)]
     server = subprocess.Popen(command, env=env)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -231,6 +235,21 @@ def serve(url: str, args: argparse.Namespace, instance: str) -> tuple[subprocess
             time.sleep(0.2)
     server.kill()
     sys.exit("gunicorn did not answer within 30 s")
+
+
+def ceiling(args: argparse.Namespace, token: str, binary: Path | None) -> Run:
+    """The single-message load against floor_app: gunicorn and Flask, storing nothing."""
+    with tempfile.TemporaryDirectory() as instance:
+        server, port = serve("", args, instance, app="floor_app:app")
+        try:
+            processes = [server.pid, *worker_pids(server.pid)]
+            parts = shares(args.requests, 1, args.clients, 0)
+            if binary is not None:
+                return drive_wrk("ceiling", port, token, parts, processes, None, binary)
+            return drive("ceiling", port, token, parts, processes, None)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=30)
 
 
 def worker_pids(master: int) -> list[int]:
@@ -268,6 +287,8 @@ def report(run: Run) -> None:
     total = sum(cpu.values())
     cores = os.cpu_count() or 1
     server = f"{per['database']:,.0f} us" if "database" in per else "not measured"
+    if run.name == "ceiling":
+        server = "none"
     print(f"  CPU per request: gunicorn {per['gunicorn']:,.0f} us, database server {server}, "
           f"clients {per['clients']:,.0f} us; all "
           f"{1e6 * total / run.requests:,.0f} us = at most "
@@ -301,6 +322,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="threads per gthread worker")
     parser.add_argument("--client", default="wrk", choices=["wrk", "python"],
                         help="load generator: wrk (C), or Python processes")  # fmt: skip
+    parser.add_argument("--no-ceiling", dest="ceiling", action="store_false",
+                        help="skip the ceiling run (gunicorn and Flask only)")  # fmt: skip
     args = parser.parse_args()
     binary = None
     if args.client == "wrk":
@@ -325,6 +348,7 @@ def main() -> None:
         server, port = serve(args.url, args, instance)
         acknowledged: list[int] = []
         ok = True
+        single: Run | None = None
         try:
             pids = worker_pids(server.pid)
             processes, database = [server.pid, *pids], database_pid(app)
@@ -343,11 +367,18 @@ def main() -> None:
                 report(run)
                 acknowledged += run.outcome.ids
                 ok = check_stored(app, acknowledged) and ok
+                if name == "single":
+                    single = run
             peaks = peak_rss(pids)
             print(f"gunicorn workers' peak RSS: {', '.join(f'{p / 1024:.0f}' for p in peaks)} MiB")
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=30)
+    if args.ceiling and args.requests:
+        top = ceiling(args, token, binary)
+        report(top)
+        rate, most = single.requests / single.seconds, top.requests / top.seconds
+        print(f"single requests: {rate:,.0f}/s = {rate / most:.0%} of the ceiling's {most:,.0f}/s")
     sys.exit(0 if ok else 1)
 
 
