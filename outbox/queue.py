@@ -139,8 +139,8 @@ def _as_stored(pk: int, row: dict[str, object]) -> Message:
 
     Made as the ORM makes the objects of rows it loads: without __init__, the values put
     in the instance's dict. Message(**row) sets each column through the attribute events
-    and history, about 30 us for a message's columns, a tenth of the CPU of a whole
-    enqueue request, to track changes that nothing will flush.
+    and history, to track changes that nothing will flush: an enqueue request took about
+    8% more instructions with it.
     """
     message: Message = Message.__mapper__.class_manager.new_instance()
     message.__dict__.update(row, id=pk)
