@@ -332,7 +332,7 @@ def is_rows_poll(response: Response) -> bool:
 
 def test_outbox_list_shows_counts_and_updates_a_row_live(staff_page, site, console):
     page = staff_page
-    later = (datetime.now(UTC) + timedelta(seconds=4)).strftime("%Y-%m-%dT%H:%M:%S")
+    later = (datetime.now(UTC) + timedelta(seconds=6)).strftime("%Y-%m-%dT%H:%M:%S")
     compose(page, "carol@example.com", "Due in a moment", "Hi Carol", send_after=later)
     expect(status_of(page)).to_have_text("queued")
 
@@ -349,7 +349,9 @@ def test_outbox_list_shows_counts_and_updates_a_row_live(staff_page, site, conso
         page.screenshot(path=SCREENSHOTS / "outbox.png", full_page=True)
         with page.expect_response(is_rows_poll, timeout=LIVE) as poll:
             pass  # the listing asks for itself every 2 s while a row is in flight
-        assert poll.value.status == 200
+        # 200 while the row is still in flight; 286 (htmx: swap these rows, stop polling)
+        # if the worker sent it before that first poll, as on a slow machine.
+        assert poll.value.status in (200, 286)
         expect(row.locator(".status")).to_have_text("sent", timeout=LIVE)
         expect(row.locator("td.num")).to_have_text("1")  # attempts
         # The tabs refresh with the rows: their counts follow the row to "sent".
