@@ -285,13 +285,16 @@ def test_a_dead_workers_claim_is_taken_back_and_delivered(smtp_app, smtp, make_m
 def test_a_claim_that_expires_during_a_long_pass_is_taken_back_in_that_pass(
     smtp_app, smtp, make_message
 ):
-    smtp_app.config.update(SMTP_TIMEOUT=0.5, LOCK_TIMEOUT=2.0, BATCH_SIZE=5)
-    smtp.recorder.delay = 0.05  # 40 messages: a pass of 2s
-    backlog = [make_message() for _ in range(40)]
+    # Timeouts with room for a slow machine's stalls: a reply late by more than
+    # SMTP_TIMEOUT would defer a message and change the tally.
+    smtp_app.config.update(SMTP_TIMEOUT=1.0, LOCK_TIMEOUT=4.0, BATCH_SIZE=5)
+    smtp.recorder.delay = 0.05  # 80 messages: a pass of 4s
+    backlog = [make_message() for _ in range(80)]
     abandoned = make_message(now=utcnow() - timedelta(seconds=10))
-    # Claimed 1.5s ago: still held when the pass starts, expired half a second into it.
-    queue.claim_batch("dead-worker", 1, now=utcnow() - timedelta(seconds=1.5))
-    assert Worker().drain() == Tally(sent=41, reclaimed=1)
+    # Claimed 3s ago: still held when the pass starts, expired a second into it, and
+    # looked for again LOCK_TIMEOUT / 2 into it.
+    queue.claim_batch("dead-worker", 1, now=utcnow() - timedelta(seconds=3))
+    assert Worker().drain() == Tally(sent=81, reclaimed=1)
     row = fresh(abandoned.id)
     assert (row.status, row.attempts) == (Status.SENT, 2)
     assert [a.outcome for a in attempts_of(abandoned.id)] == ["worker lost", "sent"]
