@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from flask import Flask
 from flask_migrate import upgrade
 
-from outbox import create_app, heartbeats, reports
+from outbox import create_app, heartbeats, rollups
 from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
 from outbox.status import Status
@@ -255,7 +255,7 @@ def prepare(url: str, rows: int, refill: bool) -> Flask:
             heartbeats.beat(worker, utcnow() - timedelta(hours=3), 0)
         # What a running worker keeps fresh: the full counts the pages show past the cap.
         started = time.perf_counter()
-        counted = sum(reports.refresh_counts().values())
+        counted = sum(rollups.refresh_counts().values())
         took = (time.perf_counter() - started) * 1000
         print(f"full count per status, as a worker makes it: {counted:,} messages, {took:.0f} ms")
     return app

@@ -1,8 +1,9 @@
 """Configuration defaults and the OUTBOX_* environment variables that override them."""
 
-import os
 from collections.abc import Mapping
 from typing import Any
+
+from .status import shortest_lock_timeout
 
 # Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
 # environment or as <NAME> in instance/config.py.
@@ -21,7 +22,7 @@ DEFAULTS: dict[str, Any] = {
     "BATCH_SIZE": 100,  # messages claimed at a time
     # Outcomes written per commit: a worker that dies sends at most this many again.
     "RECORD_EVERY": 100,  # messages (one write per default batch; 20 cost a third more CPU)
-    "RECORD_AFTER": 1.0,  # seconds an outcome may wait for its group (LOCK_TIMEOUT/8 at most)
+    "RECORD_AFTER": 1.0,  # seconds an outcome may wait for its group (status.Lease)
     "RETRY_DELAY": 60.0,  # seconds before the first retry
     "RETRY_BACKOFF": 2.0,  # factor per further attempt; 1 means a fixed delay
     "RETRY_MAX_DELAY": 3600.0,  # seconds, the longest wait between two attempts
@@ -74,10 +75,10 @@ def from_environ(environ: Mapping[str, str]) -> dict[str, Any]:
 
 def check(config: Mapping[str, Any]) -> None:
     """Refuse settings that would break the queue's guarantees."""
-    if config["LOCK_TIMEOUT"] < 4 * config["SMTP_TIMEOUT"]:
+    if config["LOCK_TIMEOUT"] < shortest_lock_timeout(config["SMTP_TIMEOUT"]):
         raise ValueError(
-            "LOCK_TIMEOUT must be at least 4 x SMTP_TIMEOUT, or a slow SMTP server "
-            "could let another worker take over a message while it is being sent"
+            "LOCK_TIMEOUT must be at least 4 x SMTP_TIMEOUT, or a send cut off at half of it "
+            "could not wait out two slow replies of the SMTP server"
         )
     if config["BATCH_SIZE"] < 1 or config["MAX_ATTEMPTS"] < 1 or config["RECORD_EVERY"] < 1:
         raise ValueError("BATCH_SIZE, MAX_ATTEMPTS and RECORD_EVERY must be at least 1")
@@ -87,10 +88,3 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("TOKEN_CACHE_SECONDS must be 0 or more")
     if config["RETRY_BACKOFF"] < 1:
         raise ValueError("RETRY_BACKOFF must be 1 or more")
-
-
-def load(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Package defaults overlaid with the environment."""
-    config = dict(DEFAULTS)
-    config.update(from_environ(os.environ if environ is None else environ))
-    return config

@@ -1,33 +1,27 @@
-"""Read-only queries behind the staff pages, each bounded whatever the table's size."""
+"""Read-only queries behind the staff pages, each bounded whatever the table's size; no writes."""
 
-import logging
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any, cast
+from datetime import datetime
 
-from flask import current_app
-from sqlalchemy import Table, func, literal_column, or_, select
-from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import func, or_, select
 from sqlalchemy.orm import load_only
 
+from . import rollups
 from .extensions import db
-from .models import Attempt, AttemptHour, Message, StatusCount, utcnow
-from .status import CLAIMABLE, Outcome, Status
-
-log = logging.getLogger(__name__)
+from .models import AttemptHour, Message, utcnow
+from .rollups import Hour
+from .status import CLAIMABLE, Status
 
 PAGE_SIZE = 50
 # Counting live stops here: an exact count of a million sent rows costs more than a
 # page may take. Past the cap a page shows the full count a worker made lately
-# (refresh_counts, every COUNT_INTERVAL), with its age, or "1,000+" before the first.
+# (rollups.refresh_counts, every COUNT_INTERVAL), with its age, or "1,000+" before the first.
 COUNT_CAP = 1_000
 IN_FLIGHT = {Status.QUEUED.value, Status.SENDING.value, Status.DEFERRED.value}
 LIST_COLUMNS = (
     Message.id, Message.created_at, Message.to_addrs, Message.subject, Message.status,
     Message.attempts, Message.last_retry, Message.next_attempt_at, Message.last_error,
 )  # fmt: skip
-COUNTS = cast(Table, StatusCount.__table__)
 ALL = "all"  # the key of the count of every message
 
 
@@ -63,7 +57,8 @@ def _live(status: str | None, cap: int) -> int:
 
 def _counted() -> dict[str, tuple[int, datetime]]:
     """The workers' last full count per status, and of all messages under ALL."""
-    rows = db.session.execute(select(COUNTS.c.status, COUNTS.c.messages, COUNTS.c.counted_at))
+    c = rollups.COUNTS.c
+    rows = db.session.execute(select(c.status, c.messages, c.counted_at))
     found = {status: (messages, moment) for status, messages, moment in rows}
     if found:
         found[ALL] = (sum(n for n, _ in found.values()), min(at for _, at in found.values()))
@@ -87,12 +82,6 @@ def _counts(names: list[str], cap: int | None) -> dict[str, Count]:
     return found
 
 
-def count(status: str | None, cap: int | None = None) -> Count:
-    """Messages in a status (all if None), live up to cap (COUNT_CAP if None)."""
-    name = status or ALL
-    return _counts([name], cap)[name]
-
-
 def status_counts(cap: int | None = None) -> dict[str, Count]:
     """Counts for every status."""
     return _counts([status.value for status in Status], cap)
@@ -101,46 +90,6 @@ def status_counts(cap: int | None = None) -> dict[str, Count]:
 def counts(cap: int | None = None) -> dict[str, Count]:
     """Counts for every status and for all messages (key "all")."""
     return _counts([ALL, *(status.value for status in Status)], cap)
-
-
-def counts_due(now: datetime) -> bool:
-    """Whether the full counts are missing or COUNT_INTERVAL old."""
-    oldest = db.session.scalar(select(func.min(COUNTS.c.counted_at)))
-    db.session.commit()
-    interval = timedelta(seconds=current_app.config["COUNT_INTERVAL"])
-    return oldest is None or oldest <= now - interval
-
-
-def refresh_counts(now: datetime | None = None) -> dict[str, int]:
-    """Count every status in full (one pass over ix_messages_status_id) and keep it."""
-    now = now or utcnow()
-    stmt = select(Message.status, func.count()).group_by(Message.status)
-    found = {status: int(number) for status, number in db.session.execute(stmt)}
-    db.session.commit()
-    rows = [{"status": s.value, "messages": found.get(s.value, 0), "counted_at": now}
-            for s in Status]  # fmt: skip
-    with db.engine.begin() as conn:  # its own short transaction
-        conn.execute(_insert(COUNTS, replace=True), rows)
-    return found
-
-
-def _insert(table: Table, *, replace: bool) -> Any:
-    """INSERT into table that, on a row already there, replaces it or keeps it."""
-    dialect = db.engine.dialect.name
-    keys = [column.name for column in table.primary_key]
-    values = [column.name for column in table.columns if column.name not in keys]
-    if dialect in ("mysql", "mariadb"):
-        mine = mysql.insert(table)
-        kept = {keys[0]: mine.inserted[keys[0]]}
-        return mine.on_duplicate_key_update(
-            {name: mine.inserted[name] for name in values} if replace else kept
-        )
-    ours: Any = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
-    if not replace:
-        return ours.on_conflict_do_nothing()
-    return ours.on_conflict_do_update(
-        index_elements=keys, set_={name: ours.excluded[name] for name in values}
-    )
 
 
 # A search reads at most this many ids per request: a substring match cannot use an
@@ -208,95 +157,18 @@ def latest_failures(limit: int = 10) -> list[Message]:
     return list(db.session.execute(stmt.order_by(Message.id.desc()).limit(limit)).scalars())
 
 
-def _hour(column: Any) -> Any:
-    dialect = db.engine.dialect.name
-    if dialect == "postgresql":
-        return func.date_trunc("hour", column)
-    if dialect in ("mysql", "mariadb"):
-        return func.date_format(column, literal_column("'%Y-%m-%d %H:00:00'"))
-    return func.strftime("%Y-%m-%d %H:00:00", column)
-
-
-@dataclass(frozen=True)
-class Hour:
-    start: datetime
-    sent: int
-    failed: int
-
-
-# A worker's clock may run this far ahead of or behind the web server's.
-CLOCK_SKEW = timedelta(minutes=1)
-ROLLUP = cast(Table, AttemptHour.__table__)
-
-
-def settled_before(now: datetime) -> datetime:
-    """The end of the last hour whose attempts can no longer change.
-
-    An attempt's finished_at is taken before its commit: the outcome may wait up to
-    RECORD_AFTER for its group, and then a worker waits out a database outage for up
-    to LOCK_TIMEOUT before giving up on the write. So an hour settles that long (plus
-    clock skew) after its end.
-    """
-    config = current_app.config
-    lag = timedelta(seconds=config["LOCK_TIMEOUT"] + config["RECORD_AFTER"]) + CLOCK_SKEW
-    return (now - lag).replace(minute=0, second=0, microsecond=0)
-
-
-def _count_hours(since: datetime) -> dict[datetime, Hour]:
-    """Sent and failed attempts per hour from since on, straight from ix_attempts_finished."""
-    bucket = _hour(Attempt.finished_at)
-    stmt = (
-        select(bucket, Attempt.outcome, func.count())
-        .where(Attempt.finished_at >= since)
-        .where(Attempt.outcome.in_([Outcome.SENT.value, Outcome.FAILED.value]))
-        .group_by(bucket, Attempt.outcome)
-    )
-    found: dict[tuple[datetime, str], int] = {}
-    for start, outcome, number in db.session.execute(stmt):
-        if isinstance(start, str):
-            start = datetime.fromisoformat(start)
-        found[(start.replace(tzinfo=None), outcome)] = number
-    starts = {start for start, _ in found}
-    return {h: Hour(h, found.get((h, "sent"), 0), found.get((h, "failed"), 0)) for h in starts}
-
-
-def _store_hours(hours: list[Hour], now: datetime) -> None:
-    """Keep settled hours in attempt_hours; an hour another process stored first stays as it is.
-
-    Both counted the same settled attempts, so either row is right, and the primary
-    key keeps an hour from being stored twice. Storing only saves later requests the
-    count: if it fails (a deadlock between two first views), the page still shows
-    what it counted.
-    """
-    rows = [{"hour_at": h.start, "sent": h.sent, "failed": h.failed, "counted_at": now}
-            for h in hours]  # fmt: skip
-    stmt = _insert(ROLLUP, replace=False)
-    try:
-        with db.engine.begin() as conn:  # its own short transaction, not the request's
-            conn.execute(stmt, rows)
-    except DBAPIError as exc:
-        log.warning("hourly chart: could not store %d counted hours: %s", len(rows), exc.orig)
-
-
 def hourly(now: datetime | None = None) -> list[Hour]:
     """Attempts that sent or failed a message, per hour over the last 24 hours.
 
-    Settled hours are counted once and kept in attempt_hours; only the hours since
-    (at most two) are counted from the attempts on every view, so the page costs the
-    same whether the table holds a thousand attempts or a hundred million.
+    Settled hours come from attempt_hours, which workers keep (rollups.roll_up_hours);
+    only the hours since (at most two), and any not kept yet, are counted from the
+    attempts, so the page costs the same whether the table holds a thousand attempts
+    or a hundred million.
     """
     now = now or utcnow()
-    this_hour = now.replace(minute=0, second=0, microsecond=0)
-    hours = [this_hour - timedelta(hours=n) for n in range(23, -1, -1)]
-    settled = settled_before(now)
+    hours = rollups.chart_hours(now)
+    settled = rollups.settled_before(now)
     kept = select(AttemptHour).where(AttemptHour.hour_at >= hours[0], AttemptHour.hour_at < settled)
     shown = {r.hour_at: Hour(r.hour_at, r.sent, r.failed) for r in db.session.scalars(kept)}
-    missing = [h for h in hours if h < settled and h not in shown]
-    live = [h for h in hours if h >= settled]
-    counted = _count_hours(min(missing + live))
-    fresh = [counted.get(h, Hour(h, 0, 0)) for h in missing]
-    if fresh:
-        _store_hours(fresh, now)
-    shown.update({h.start: h for h in fresh})
-    shown.update({h: counted.get(h, Hour(h, 0, 0)) for h in live})
-    return [shown[h] for h in hours]
+    counted = rollups.count_hours(min(h for h in hours if h not in shown))
+    return [shown.get(h) or counted.get(h, Hour(h, 0, 0)) for h in hours]

@@ -19,10 +19,10 @@ from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask, current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import heartbeats, mime, queue, reports, sender
+from . import heartbeats, mime, queue, rollups, sender
 from .extensions import db
 from .models import utcnow
-from .status import Outcome, Status
+from .status import Lease, Outcome, Retry, Status
 
 log = logging.getLogger("outbox.worker")
 
@@ -88,19 +88,20 @@ class Worker:
     def drain(self) -> Tally:
         """Send every due message, then return what happened (app context needed)."""
         config = current_app.config
+        lease = Lease.from_config(config)
         heartbeats.beat(self.worker_id, self.started_at, 0)
         released = queue.release_held(self.worker_id)
         if released:
             log.warning("%s: handed back %d claims an earlier pass left", self.worker_id, released)
-        tally = Tally(reclaimed=queue.release_stale(config["LOCK_TIMEOUT"]))
+        tally = Tally(reclaimed=queue.release_stale(lease.lock_timeout))
         idle_since: float | None = None
         reclaimed_at = beaten_at = time.monotonic()
         unbeaten = 0  # sent since the last heartbeat
         while not self.stop.is_set():
-            if time.monotonic() - reclaimed_at > config["LOCK_TIMEOUT"] / 2:
+            if time.monotonic() - reclaimed_at > lease.reclaim_every:
                 # Also within a pass: draining a backlog can take hours, and a dead
                 # worker's claims would wait for all of it.
-                tally.reclaimed += queue.release_stale(config["LOCK_TIMEOUT"])
+                tally.reclaimed += queue.release_stale(lease.lock_timeout)
                 reclaimed_at = time.monotonic()
             claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"], with_mail=True)
             if claims:
@@ -132,11 +133,8 @@ class Worker:
         Every outcome is written before the claims are renewed, so while its claim holds.
         """
         config = current_app.config
-        retry = queue.Retry(
-            config["RETRY_DELAY"], config["RETRY_BACKOFF"], config["RETRY_MAX_DELAY"]
-        )
-        every = config["RECORD_EVERY"]
-        after = min(config["RECORD_AFTER"], config["LOCK_TIMEOUT"] / 8)
+        retry, lease = Retry.from_config(config), Lease.from_config(config)
+        every, after = config["RECORD_EVERY"], lease.record_window
         tally, started = Tally(), time.monotonic()
         renewed = started
         pending = deque(claims)
@@ -150,7 +148,7 @@ class Worker:
                     self._record(finished, retry, tally)
                     tally.released += _through_outage(queue.release, list(pending))
                     break
-                if time.monotonic() - renewed > config["LOCK_TIMEOUT"] / 4:
+                if time.monotonic() - renewed > lease.renew_every:
                     # Never send on a claim another worker may already have taken.
                     self._record(finished, retry, tally)
                     held = _through_outage(queue.renew, list(pending), utcnow())
@@ -167,7 +165,7 @@ class Worker:
                     # round trip a mail). Not with attachments: one mail's are enough in memory.
                     ready[pending[0].id] = upcoming = self._prepare(pending[0])
                     ahead = upcoming if isinstance(upcoming, mime.Prepared) else None
-                finished.append(self._send(session, claim, mail, ahead))
+                finished.append(self._send(session, claim, mail, ahead, lease.send_deadline))
                 del mail  # an attachment's data is not kept past its send
                 if len(finished) >= every or time.monotonic() - oldest > after:
                     self._record(finished, retry, tally)
@@ -196,21 +194,23 @@ class Worker:
         claim: queue.Claim,
         mail: mime.Prepared | queue.Finished,
         ahead: mime.Prepared | None,
+        deadline: float,
     ) -> queue.Finished:
-        """Send one prepared message; what came of it, not yet written."""
+        """Send one prepared message, cut off after deadline; what came of it, not yet written.
+
+        Its claim was renewed at most Lease.renew_every ago, and its outcome is written
+        before the next renewal: while the claim holds (status.Lease).
+        """
         if isinstance(mail, queue.Finished):
             return mail
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
-        # Renewed at most LOCK_TIMEOUT/4 ago and cut off after another half (and at
-        # most a sixteenth more, the watchdog's tick); its outcome is written before
-        # the next renewal, so while the claim holds.
-        result = sender.deliver(session, mail, current_app.config["LOCK_TIMEOUT"] / 2, ahead)
+        result = sender.deliver(session, mail, deadline, ahead)
         error = result.error
         if result.outcome is not Outcome.SENT:
             error = error or ("failed" if result.outcome is Outcome.FAILED else "")
         return queue.Finished(claim, result.outcome, utcnow(), result.code, error)
 
-    def _record(self, finished: list[queue.Finished], retry: queue.Retry, tally: Tally) -> None:
+    def _record(self, finished: list[queue.Finished], retry: Retry, tally: Tally) -> None:
         """Write the outcomes waiting in finished, then empty it."""
         if not finished:
             return
@@ -228,15 +228,18 @@ class Worker:
 
 
 def count_if_due(worker_id: str) -> None:
-    """Count the messages per status in full for the pages, unless a worker did lately.
+    """Keep the pages' figures: the full counts per status, unless a worker made them
+    lately, and the settled hours of the chart not kept yet.
 
-    A failure is logged, not raised: the pages show the last count until the next.
+    A failure is logged, not raised: the pages show the last figures until the next.
     """
     try:
-        if reports.counts_due(utcnow()):
-            reports.refresh_counts()
+        now = utcnow()
+        if rollups.counts_due(now):
+            rollups.refresh_counts(now)
+        rollups.roll_up_hours(now)
     except Exception:
-        log.exception("%s: counting messages per status failed", worker_id)
+        log.exception("%s: counting messages for the pages failed", worker_id)
 
 
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:

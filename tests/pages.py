@@ -8,10 +8,12 @@ from html.parser import HTMLParser
 from outbox import queue
 from outbox.extensions import db
 from outbox.models import Message, utcnow
-from outbox.status import Status
+from outbox.status import Retry, Status
+
+from . import outcomes
 
 # Tables conftest does not empty between tests on the database servers.
-RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
+RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}  # fmt: skip
 
@@ -138,10 +140,10 @@ def move_to(message: Message, status: Status, error: str = "550 5.1.1 no such us
     elif status is not Status.QUEUED:
         held = claim(message.id, now=now)
         if status is Status.DEFERRED:
-            queue.mark_deferred(held, now, 451, "451 4.7.1 try later", RETRY)
+            outcomes.deferred(held, now, 451, "451 4.7.1 try later", RETRY)
         elif status is Status.FAILED:
-            queue.mark_failed(held, now, 550, error)
+            outcomes.failed(held, now, 550, error)
         elif status is Status.SENT:
-            queue.mark_sent(held, now)
+            outcomes.sent(held, now)
     assert fresh(message.id).status == status
     return message.id

@@ -16,14 +16,16 @@ from werkzeug.test import encode_multipart
 from outbox import create_app, queue, tokens
 from outbox.extensions import db, dispose_engines
 from outbox.models import Attempt, Message, utcnow
-from outbox.status import Status
+from outbox.queue import store
+from outbox.status import Retry, Status
 
+from . import outcomes
 from .conftest import base_config
 
 MESSAGES = "/api/messages"
 STORED = ("messages", "attachments", "attachment_chunks")
 VALID = {"to": ["rcpt@example.com"], "subject": "Hello", "text": "Hello there"}
-RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
+RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 
 
 @pytest.fixture
@@ -216,11 +218,11 @@ def make_in(client, token, status: Status) -> int:
         (claim,) = queue.claim_batch("w1", 10)
         now = utcnow()
         if status is Status.DEFERRED:
-            queue.mark_deferred(claim, now, 451, "451 try later", RETRY)
+            outcomes.deferred(claim, now, 451, "451 try later", RETRY)
         elif status is Status.FAILED:
-            queue.mark_failed(claim, now, 550, "550 no such user")
+            outcomes.failed(claim, now, 550, "550 no such user")
         elif status is Status.SENT:
-            queue.mark_sent(claim, now)
+            outcomes.sent(claim, now)
     assert fresh(message_id).status == status
     return message_id
 
@@ -517,7 +519,7 @@ def test_connections_lost_during_a_request_are_a_503_or_leave_the_201(
     original = sa.engine.Connection.execute
 
     def execute(conn, statement, *args, **kwargs):  # type: ignore[no-untyped-def]
-        if statement is not queue.INSERT_MESSAGE:
+        if statement is not store.INSERT_MESSAGE:
             return original(conn, statement, *args, **kwargs)
         if not stored_first:
             kill_connections(db.engine.url)

@@ -3,7 +3,7 @@
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import queue, reports, tokens
+from outbox import queue, reports, rollups, tokens
 from outbox.extensions import db
 from outbox.models import ApiToken, utcnow
 
@@ -23,7 +23,7 @@ def test_create_token_prints_it_last_and_stores_only_a_digest(app, runner):
     assert token.startswith("obx_") and len(token) > 40
     row = db.session.execute(sa.select(ApiToken)).scalar_one()
     assert row.token_hash == tokens.digest(token) and token not in row.token_hash
-    assert tokens.lookup(token).name == "shop"
+    assert tokens.cache().name(token) == "shop"
 
 
 def test_a_live_token_name_cannot_be_reused(app, runner):
@@ -37,9 +37,9 @@ def test_revoke_token_ends_it_and_frees_the_name(app, runner):
     old = runner.invoke(args=["create-token", "shop"]).output.strip().splitlines()[-1]
     result = runner.invoke(args=["revoke-token", "shop"])
     assert result.exit_code == 0 and "revoked" in result.output
-    assert tokens.lookup(old) is None
+    assert tokens.cache().name(old) is None
     new = runner.invoke(args=["create-token", "shop"]).output.strip().splitlines()[-1]
-    assert tokens.lookup(new).name == "shop" and tokens.lookup(old) is None
+    assert tokens.cache().name(new) == "shop" and tokens.cache().name(old) is None
 
 
 def test_revoking_an_unknown_token_is_an_error(app, runner):
@@ -57,6 +57,6 @@ def test_send_queued_makes_the_full_counts_when_they_are_due(app, runner, make_m
     queue.cancel(make_message().id)  # nothing to send
     result = runner.invoke(args=["send-queued"])
     assert result.exit_code == 0, result.output
-    counted = reports.count("cancelled", cap=0)
+    counted = reports.status_counts(cap=0)["cancelled"]
     assert counted.value == 1 and counted.counted_at is not None
-    assert not reports.counts_due(utcnow())
+    assert not rollups.counts_due(utcnow())

@@ -13,11 +13,12 @@ import sqlalchemy as sa
 from flask import Flask
 from werkzeug.serving import make_server
 
-from outbox import accounts, heartbeats, queue, tokens
+from outbox import accounts, heartbeats, tokens
 from outbox.drafts import Upload
 from outbox.extensions import db
 from outbox.models import Attachment, Message, WorkerBeat, utcnow
 
+from . import outcomes
 from .pages import claim, csrf, htmx, parse
 from .test_api import MESSAGES, VALID, auth, b64, nothing_stored
 from .test_web_auth import sign_in_form, sign_in_target, snapshot
@@ -134,7 +135,7 @@ def marked(app, client) -> int:
     assert response.status_code == 201, response.get_json()
     message_id = response.get_json()["id"]
     now = utcnow()
-    queue.mark_failed(claim(message_id, MARKUP, now=now), now, 550, f"550 {MARKUP}")
+    outcomes.failed(claim(message_id, MARKUP, now=now), now, 550, f"550 {MARKUP}")
     heartbeats.beat(MARKUP, now - timedelta(hours=1), 1, now=now)
     db.session.execute(sa.update(WorkerBeat).values(host=MARKUP))
     db.session.commit()

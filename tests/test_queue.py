@@ -1,20 +1,26 @@
 """Queue moves on SQLite, MariaDB and PostgreSQL: claim, outcomes, stale claims, resend."""
 
 import random
+import re
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import psycopg
 import pymysql
 import pytest
 import sqlalchemy as sa
 
+import outbox
 from outbox import queue
 from outbox.drafts import Draft
 from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
-from outbox.status import Outcome, Status
+from outbox.queue import moves, store
+from outbox.status import MOVES, Outcome, Retry, Status
 
-RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
+from . import outcomes
+
+RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 
 
 def fresh(message_id: int) -> Message:
@@ -48,7 +54,7 @@ def test_claim_respects_the_limit_and_never_hands_out_a_row_twice(app, make_mess
 def test_mark_sent_records_the_attempt(app, make_message):
     message = make_message()
     (claim,) = queue.claim_batch("w1", 10)
-    assert queue.mark_sent(claim, utcnow())
+    assert outcomes.sent(claim, utcnow())
     row = fresh(message.id)
     assert (row.status, row.attempts, row.locked_by) == (Status.SENT, 1, None)
     assert row.sent_at is not None
@@ -62,14 +68,14 @@ def test_deferral_waits_the_backoff_delay_then_fails_when_attempts_run_out(app, 
     waits = []
     for _ in range(2):
         (claim,) = queue.claim_batch("w1", 10, now=now)
-        assert queue.mark_deferred(claim, now, 451, "451 try later", RETRY) is Status.DEFERRED
+        assert outcomes.deferred(claim, now, 451, "451 try later", RETRY) is Status.DEFERRED
         row = fresh(message.id)
         waits.append((row.next_attempt_at - now).total_seconds())
         assert queue.claim_batch("w1", 10, now=now) == []  # not due yet
         now = row.next_attempt_at
     assert waits == [60, 120]
     (claim,) = queue.claim_batch("w1", 10, now=now)
-    assert queue.mark_deferred(claim, now, 451, "451 try later", RETRY) is Status.FAILED
+    assert outcomes.deferred(claim, now, 451, "451 try later", RETRY) is Status.FAILED
     row = fresh(message.id)
     assert (row.status, row.attempts) == (Status.FAILED, 3)
     assert "gave up after 3 attempts" in row.last_error
@@ -79,7 +85,7 @@ def test_outcome_is_refused_without_the_claim(app, make_message):
     make_message()
     (claim,) = queue.claim_batch("w1", 10)
     thief = queue.Claim(claim.id, "w2", claim.attempts, claim.max_attempts, claim.started_at)
-    assert not queue.mark_sent(thief, utcnow())
+    assert not outcomes.sent(thief, utcnow())
     assert fresh(claim.id).status == Status.SENDING
     assert db.session.query(Attempt).count() == 0
 
@@ -117,7 +123,7 @@ def test_stale_claims_are_taken_back_as_worker_lost(app, make_message):
     attempt = db.session.query(Attempt).one()
     assert (attempt.outcome, attempt.worker_id) == ("worker lost", "dead-worker")
     # The dead worker's late outcome no longer counts.
-    assert not queue.mark_sent(claim, utcnow())
+    assert not outcomes.sent(claim, utcnow())
     assert [c.id for c in queue.claim_batch("w2", 10)] == [message.id]
 
 
@@ -144,7 +150,7 @@ def test_release_hands_back_unstarted_messages(app, make_message):
     now = utcnow()
     claims = queue.claim_batch("w1", 10, now=now)
     retry_claim = next(c for c in claims if c.id == retried.id)
-    queue.mark_deferred(retry_claim, now, 451, "later", queue.Retry(0, 1, 0))
+    outcomes.deferred(retry_claim, now, 451, "later", Retry(0, 1, 0))
     (retry_claim,) = queue.claim_batch("w1", 10, now=utcnow())
     claims = [c for c in claims if c.id == new.id] + [retry_claim]
     assert queue.release(claims) == 2
@@ -163,12 +169,12 @@ def test_cancel_and_resend(app, make_message):
     row = fresh(message.id)
     assert (row.status, row.max_attempts) == (Status.QUEUED, 3)
     (claim,) = queue.claim_batch("w1", 10)
-    queue.mark_failed(claim, utcnow(), 550, "550 no such user")
+    outcomes.failed(claim, utcnow(), 550, "550 no such user")
     queue.resend(message.id, allowance=3)
     row = fresh(message.id)
     assert (row.status, row.attempts, row.max_attempts) == (Status.QUEUED, 1, 4)
     (claim,) = queue.claim_batch("w1", 10)
-    queue.mark_sent(claim, utcnow())
+    outcomes.sent(claim, utcnow())
     with pytest.raises(queue.MoveRefused):
         queue.resend(message.id, allowance=3)
     with pytest.raises(queue.MoveRefused):
@@ -224,7 +230,7 @@ def test_message_ids_stay_apart_when_the_program_seeds_random(app):
     ids = set()
     for _ in range(3):
         random.seed(7)
-        ids.add(queue._message_row(draft, utcnow())["message_id"])
+        ids.add(store._message_row(draft, utcnow())["message_id"])
     assert len(ids) == 3
 
 
@@ -262,3 +268,36 @@ def test_a_message_without_attachments_is_one_statement_that_commits_itself(
     assert calls == ["INSERT"] if db_kind != "sqlite" else calls[:1] == ["INSERT"], calls
     db.session.rollback()  # nothing of the request's session can take it back
     assert fresh(message.id).message_id == message.message_id
+
+
+def test_a_move_the_table_does_not_allow_is_refused_before_it_is_sent():
+    with pytest.raises(ValueError, match="status.MOVES"):
+        moves.guarded(Status.SENT, Status.QUEUED)
+    with pytest.raises(ValueError, match="status.MOVES"):
+        moves.guarded((Status.FAILED, Status.QUEUED), Status.QUEUED)  # failed may, queued may not
+    with pytest.raises(ValueError):
+        moves.guarded(Status.SENDING, (Status.QUEUED, Status.SENT))  # several need the chooser
+    with pytest.raises(ValueError):
+        moves.guarded(Status.DEFERRED, None, status="queued")
+    with pytest.raises(ValueError):
+        moves.guarded(Status.DEFERRED, Status.SENDING, status="sending")
+
+
+def test_every_move_in_the_table_makes_a_statement_that_names_the_old_status():
+    for old, targets in MOVES.items():
+        for new in targets:
+            where = str(moves.guarded(old, new).whereclause)
+            assert where == "messages.status = :status_1", (old, new, where)
+
+
+def test_no_module_but_moves_writes_the_messages_table():
+    """Every UPDATE of messages is made by moves.guarded: no other update() of it in outbox."""
+    root = Path(outbox.__file__).parent
+    writers = []
+    for path in root.rglob("*.py"):
+        if "migrations" in path.parts or path == root / "queue" / "moves.py":
+            continue
+        text = path.read_text()
+        if re.search(r"\bupdate\((Message|MESSAGES|messages)\b", text):
+            writers.append(path.name)
+    assert writers == []

@@ -1,5 +1,5 @@
-"""The dashboard's figures: the hourly chart (settled hours kept in attempt_hours, the rest
-counted live) and the workers' full counts per status."""
+"""The dashboard's figures: the hourly chart (settled hours kept in attempt_hours by the
+workers, the rest counted live) and the workers' full counts per status."""
 
 import subprocess
 import sys
@@ -11,7 +11,7 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import delete, event, func, select
 
-from outbox import queue, reports, worker
+from outbox import queue, reports, rollups, worker
 from outbox.extensions import db
 from outbox.models import Attempt, AttemptHour, StatusCount, utcnow
 from outbox.status import Status
@@ -55,6 +55,13 @@ def by_hour(now: datetime) -> list[tuple[datetime, int, int]]:
 
 
 def chart(now: datetime) -> list[tuple[datetime, int, int]]:
+    """The dashboard's chart after a worker has kept the settled hours, as workers do."""
+    rollups.roll_up_hours(now)
+    return view(now)
+
+
+def view(now: datetime) -> list[tuple[datetime, int, int]]:
+    """The dashboard's chart as it reads, with whatever hours are kept."""
     found = [(h.start, h.sent, h.failed) for h in reports.hourly(now)]
     db.session.commit()
     return found
@@ -68,8 +75,8 @@ def kept() -> dict[datetime, tuple[int, int]]:
 
 def test_an_hour_settles_lock_timeout_record_after_and_a_minute_after_its_end(app):
     app.config.update(LOCK_TIMEOUT=900.0, RECORD_AFTER=5.0)
-    assert reports.settled_before(datetime(2030, 1, 10, 12, 16, 4)) == datetime(2030, 1, 10, 11)
-    assert reports.settled_before(datetime(2030, 1, 10, 12, 16, 5)) == datetime(2030, 1, 10, 12)
+    assert rollups.settled_before(datetime(2030, 1, 10, 12, 16, 4)) == datetime(2030, 1, 10, 11)
+    assert rollups.settled_before(datetime(2030, 1, 10, 12, 16, 5)) == datetime(2030, 1, 10, 12)
 
 
 def test_chart_equals_a_direct_count_as_hours_settle_and_more_attempts_arrive(app, message_pk):
@@ -101,6 +108,12 @@ def test_chart_equals_a_direct_count_as_hours_settle_and_more_attempts_arrive(ap
     assert all(kept()[h] == (s, f) for h, s, f in by_hour(next_day)[:-2])
 
 
+def test_the_chart_counts_hours_no_worker_has_kept_yet_and_keeps_nothing(app, message_pk):
+    add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=5)))
+    assert view(NOW) == by_hour(NOW)
+    assert kept() == {}
+
+
 def test_a_kept_hour_is_not_counted_again(app, message_pk):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=5)))
     before = chart(NOW)
@@ -111,15 +124,15 @@ def test_a_kept_hour_is_not_counted_again(app, message_pk):
     assert chart(NOW) == before != by_hour(NOW)
     db.session.execute(delete(AttemptHour))
     db.session.commit()
-    assert chart(NOW) == by_hour(NOW)
+    assert view(NOW) == by_hour(NOW)
 
 
 def test_an_hour_stored_twice_keeps_its_first_count(app, message_pk):
     hour = datetime(2030, 1, 10, 3)
-    reports._store_hours([reports.Hour(hour, 5, 1)], NOW)
-    reports._store_hours([reports.Hour(hour, 5, 1), reports.Hour(hour + timedelta(hours=1), 2, 0)],
+    rollups.store_hours([rollups.Hour(hour, 5, 1)], NOW)
+    rollups.store_hours([rollups.Hour(hour, 5, 1), rollups.Hour(hour + timedelta(hours=1), 2, 0)],
                          NOW)  # fmt: skip
-    reports._store_hours([reports.Hour(hour, 7, 7)], NOW)
+    rollups.store_hours([rollups.Hour(hour, 7, 7)], NOW)
     assert kept() == {hour: (5, 1), hour + timedelta(hours=1): (2, 0)}
 
 
@@ -127,7 +140,7 @@ VIEWER = """
 import sys, time
 from datetime import datetime
 from sqlalchemy import text
-from outbox import create_app, reports
+from outbox import create_app, reports, rollups
 from outbox.extensions import db
 url, start, now = sys.argv[1], float(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
 app = create_app({"DATABASE_URL": url, "SECRET_KEY": "test"})
@@ -135,12 +148,13 @@ with app.app_context():
     db.session.execute(text("SELECT 1"))  # connected before the start
     db.session.commit()
     time.sleep(max(0.0, start - time.time()))
+    rollups.roll_up_hours(now)
     hours = reports.hourly(now)
     print(sum(h.sent for h in hours), sum(h.failed for h in hours))
 """
 
 
-def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, message_pk, tmp_path):
+def test_workers_rolling_up_at_once_keep_each_hour_once(app, message_pk, tmp_path):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=3)))
     expected = by_hour(NOW)
     start = time.time() + 3
@@ -161,7 +175,7 @@ def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, messag
 def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, message_pk):
     now = utcnow()
     add_attempts(message_pk, spread(now - timedelta(hours=30), now, timedelta(minutes=10)))
-    assert signed_in.get("/").status_code == 200  # the first view keeps the settled hours
+    rollups.roll_up_hours(now)  # as a worker does every COUNT_INTERVAL
     seen: list[tuple[str, object]] = []
 
     def record(conn, cursor, statement, parameters, context, executemany):  # type: ignore[no-untyped-def]
@@ -172,12 +186,13 @@ def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, 
         assert signed_in.get("/").status_code == 200
     finally:
         event.remove(db.engine, "before_cursor_execute", record)
+    assert not [sql for sql, _ in seen if sql.split()[0] in ("INSERT", "UPDATE", "DELETE")]
     reads = [params for sql, params in seen if "FROM attempts" in sql]
     assert len(reads) == 1
     values = reads[0].values() if isinstance(reads[0], dict) else reads[0]
     (bound,) = [v if isinstance(v, datetime) else datetime.fromisoformat(v)
                 for v in values if isinstance(v, datetime) or str(v)[:2] == "20"]  # fmt: skip
-    assert bound >= reports.settled_before(now) >= now - timedelta(hours=2)
+    assert bound >= rollups.settled_before(now) >= now - timedelta(hours=2)
     # Every count on the page is of one status, capped: the tiles have no "all".
     counts = [sql for sql, _ in seen if sql.startswith("SELECT count(*)")]
     assert len(counts) == 6 and all("WHERE messages.status =" in sql for sql in counts)
@@ -185,20 +200,20 @@ def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, 
 
 def test_a_full_count_is_due_when_missing_or_count_interval_old(app, make_message):
     app.config["COUNT_INTERVAL"] = 60.0
-    assert reports.counts_due(NOW)
+    assert rollups.counts_due(NOW)
     make_message()
     make_message()
-    assert reports.refresh_counts(NOW) == {"queued": 2}
-    assert not reports.counts_due(NOW + timedelta(seconds=59))
-    assert reports.counts_due(NOW + timedelta(seconds=60))
+    assert rollups.refresh_counts(NOW) == {"queued": 2}
+    assert not rollups.counts_due(NOW + timedelta(seconds=59))
+    assert rollups.counts_due(NOW + timedelta(seconds=60))
 
 
 def test_a_second_full_count_replaces_the_first(app, make_message):
     first = make_message()
-    reports.refresh_counts(NOW)
+    rollups.refresh_counts(NOW)
     queue.cancel(first.id)
     make_message()
-    reports.refresh_counts(NOW + timedelta(minutes=1))
+    rollups.refresh_counts(NOW + timedelta(minutes=1))
     rows = db.session.execute(
         select(StatusCount.status, StatusCount.messages, StatusCount.counted_at)
     )
@@ -218,7 +233,7 @@ def test_the_worker_counts_on_a_schedule_of_its_own(app, make_message):
     assert job.trigger.interval == timedelta(seconds=app.config["COUNT_INTERVAL"])
     job.func()
     with app.app_context():
-        assert not reports.counts_due(utcnow())
-        assert reports.count(Status.QUEUED.value, cap=0) == reports.Count(
+        assert not rollups.counts_due(utcnow())
+        assert reports.status_counts(cap=0)[Status.QUEUED.value] == reports.Count(
             1, True, db.session.scalar(select(func.min(StatusCount.counted_at)))
         )

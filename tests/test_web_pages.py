@@ -8,13 +8,14 @@ import pytest
 from sqlalchemy import func, select, update
 from werkzeug.http import parse_options_header
 
-from outbox import heartbeats, queue, reports
+from outbox import heartbeats, queue, reports, rollups
 from outbox.drafts import Upload, check_upload, parse_addresses
 from outbox.extensions import db
 from outbox.models import Attachment, Message, StatusCount, utcnow
-from outbox.status import Status
+from outbox.status import Retry, Status
 from outbox.web import when
 
+from . import outcomes
 from .pages import (
     Element,
     claim,
@@ -25,7 +26,7 @@ from .pages import (
     parse,
 )
 
-RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
+RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 FIELDS = ["sender", "to", "cc", "bcc", "reply_to", "subject", "text", "html", "priority",
           "send_after", "attachments"]  # fmt: skip
 IN_FLIGHT = [Status.QUEUED, Status.SENDING, Status.DEFERRED]
@@ -181,7 +182,7 @@ def test_outbox_counts_stop_at_the_cap(signed_in, mixed, monkeypatch):
 def test_past_the_cap_the_tabs_show_the_workers_full_count(signed_in, mixed, make_in, monkeypatch):
     monkeypatch.setattr(reports, "COUNT_CAP", 2)
     counted_at = utcnow()
-    reports.refresh_counts(counted_at)
+    rollups.refresh_counts(counted_at)
     make_in(Status.FAILED, subject="after the count")
     page = parse(signed_in.get("/messages"))
     # Live up to the cap; past it the full count as it was, marked as not live.
@@ -201,7 +202,7 @@ def test_past_the_cap_the_tabs_show_the_workers_full_count(signed_in, mixed, mak
 def test_dashboard_tiles_show_the_workers_full_count_past_the_cap(signed_in, mixed, monkeypatch):
     monkeypatch.setattr(reports, "COUNT_CAP", 2)
     assert tiles(parse(signed_in.get("/")))["failed"] == "2+"
-    reports.refresh_counts()
+    rollups.refresh_counts()
     shown = tiles(parse(signed_in.get("/")))
     assert shown == {"queued": "2", "sending": "1", "deferred": "1", "sent": "1", "failed": "≈3",
                      "cancelled": "1", "oldest waiting": shown["oldest waiting"]}  # fmt: skip
@@ -323,9 +324,9 @@ def test_message_page_shows_every_field_the_body_attachments_and_attempts(signed
                      Upload("b.pdf", "application/pdf", b"%PDF")],
     )  # fmt: skip
     first = claim(message.id, "worker-a", now=now - timedelta(minutes=5))
-    queue.mark_deferred(first, now - timedelta(minutes=5), 451, "451 4.7.1 greylisted", RETRY)
+    outcomes.deferred(first, now - timedelta(minutes=5), 451, "451 4.7.1 greylisted", RETRY)
     second = claim(message.id, "worker-b", now=now - timedelta(minutes=1))
-    queue.mark_failed(second, now - timedelta(minutes=1), 550, "550 5.1.1 no such user")
+    outcomes.failed(second, now - timedelta(minutes=1), 550, "550 5.1.1 no such user")
     page = parse(signed_in.get(f"/messages/{message.id}"))
     head, state = page.find_all("dl", class_="facts")
     row = fresh(message.id)
@@ -547,11 +548,11 @@ def test_dashboard_chart_has_24_hours_of_sent_and_failed_attempts(signed_in, mak
         message = make_message(now=moment - timedelta(minutes=1))
         held = claim(message.id, now=moment)
         if outcome == "sent":
-            queue.mark_sent(held, moment)
+            outcomes.sent(held, moment)
         elif outcome == "failed":
-            queue.mark_failed(held, moment, 550, "550 no")
+            outcomes.failed(held, moment, 550, "550 no")
         else:
-            queue.mark_deferred(held, moment, 451, "451 later", RETRY)
+            outcomes.deferred(held, moment, 451, "451 later", RETRY)
     svg = parse(signed_in.get("/")).find("svg", class_="chart")
     groups = svg.find_all("g")
     assert len(groups) == 24

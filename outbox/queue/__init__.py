@@ -1,0 +1,20 @@
+"""The only code that writes a message's status: storing, claiming, recording, staff moves.
+
+Every status write is a statement made by moves.guarded, which checks the move against
+status.MOVES and names in its WHERE the status (and, for a worker, the claim) it expects.
+Callers use the verbs below; the modules behind them are the package's own business.
+"""
+
+from .attachments import Damaged, read_attachments
+from .claims import Claim, claim_batch, has_due, release, release_held, renew
+from .moves import MoveRefused
+from .outcomes import Finished, record, release_stale
+from .staff import cancel, resend, resend_all_failed, send_again, send_now
+from .store import BATCH_KEY_SEPARATOR, Queued, batch_fingerprint, enqueue, enqueue_batch
+
+__all__ = [
+    "BATCH_KEY_SEPARATOR", "Claim", "Damaged", "Finished", "MoveRefused", "Queued",
+    "batch_fingerprint", "cancel", "claim_batch", "enqueue", "enqueue_batch", "has_due",
+    "read_attachments", "record", "release", "release_held", "release_stale", "renew",
+    "resend", "resend_all_failed", "send_again", "send_now",
+]  # fmt: skip

@@ -1,0 +1,204 @@
+"""Claiming due messages for a worker, renewing its claims, and handing them back."""
+
+import functools
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, Executable, Row, Update, bindparam, case, exists, select
+from sqlalchemy.exc import DBAPIError
+
+from ..extensions import db
+from ..models import utcnow
+from ..status import CLAIMABLE, Status
+from .moves import MESSAGES, changed, guarded
+
+CLAIM_TRIES = 8
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A message this worker holds: what the outcome writes need to stay guarded."""
+
+    id: int
+    worker_id: str
+    attempts: int
+    max_attempts: int
+    started_at: datetime
+    mail: Any = field(default=None, compare=False, repr=False)  # claim_batch(with_mail=True)
+
+
+def _retryable(exc: DBAPIError) -> bool:
+    """Deadlocks, lock timeouts and busy databases: worth trying the claim again."""
+    orig = exc.orig
+    code = orig.args[0] if orig is not None and orig.args else None
+    if code in (1205, 1213):  # MySQL/MariaDB lock wait timeout, deadlock
+        return True
+    if getattr(orig, "sqlstate", None) in ("40001", "40P01", "55P03"):  # PostgreSQL
+        return True
+    return "database is locked" in str(orig)  # SQLite
+
+
+def claim_batch(
+    worker_id: str, limit: int, now: datetime | None = None, *, with_mail: bool = False
+) -> list[Claim]:
+    """Mark up to limit due messages as sending by this worker, in one short transaction.
+
+    with_mail, each claim also carries the columns a mail is written from (claim.mail),
+    read in the claim's own transaction.
+    """
+    for attempt in range(CLAIM_TRIES):
+        moment = now or utcnow()
+        try:
+            rows = _claim_rows(worker_id, limit, moment, with_mail)
+            if with_mail and rows and db.engine.dialect.name != "sqlite":
+                # Read for the chosen rows only: a lane holds up to limit rows, and
+                # at a million messages both lanes do.
+                ids = [r.id for r in rows]
+                mails = {m.id: m for m in db.session.execute(_claimed_mail(), {"ids": ids})}
+                rows = [mails[i] for i in ids]
+            db.session.commit()
+        except DBAPIError as exc:
+            db.session.rollback()
+            if not _retryable(exc) or attempt == CLAIM_TRIES - 1:
+                raise
+            time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
+            continue
+        return [
+            Claim(r.id, worker_id, r.attempts, r.max_attempts, moment, r if with_mail else None)
+            for r in rows
+        ]
+    raise AssertionError("unreachable")
+
+
+# What a mail is written from (mime.prepare reads these), beside what a claim needs.
+MAIL_COLUMNS = ("subject", "from_addr", "reply_to", "to_addrs", "cc_addrs", "bcc_addrs",
+                "text_body", "html_body", "headers", "message_id", "attachment_count")  # fmt: skip
+
+
+def _claim_columns(with_mail: bool) -> list[Any]:
+    names = ("id", "priority", "next_attempt_at", "attempts", "max_attempts")
+    return [MESSAGES.c[name] for name in (*names, *(MAIL_COLUMNS if with_mail else ()))]
+
+
+def _by_claim_order(row: Row[Any]) -> tuple[int, datetime, int]:
+    """Due rows go by priority, then due time, then id; ix_messages_claim has this order."""
+    return (-row.priority, row.next_attempt_at, row.id)
+
+
+def _claim_rows(worker_id: str, limit: int, now: datetime, with_mail: bool) -> list[Row[Any]]:
+    """Choose and mark the rows of one claim (inside the caller's transaction)."""
+    values = {"worker": worker_id, "now": now}
+    if db.engine.dialect.name == "sqlite":
+        # SQLite has no row locks; one UPDATE takes its write lock, so choosing
+        # and marking the rows is a single atomic step.
+        found = db.session.execute(_claim_returning(limit, with_mail), values)
+        return sorted(found, key=_by_claim_order)
+    # One locking read per status, each an ordered range of ix_messages_claim;
+    # SKIP LOCKED lets workers take disjoint rows without waiting on each other.
+    candidates: list[Row[Any]] = []
+    for status in CLAIMABLE:
+        candidates.extend(db.session.execute(_lane(status.value, limit), values))
+    rows = sorted(candidates, key=_by_claim_order)[:limit]
+    if rows:
+        values["ids"] = [r.id for r in rows]
+        moved = changed(_mark_claimed(), values)
+        # The rows are locked by this transaction, so all of them must move.
+        if moved != len(rows):
+            raise RuntimeError(f"{moved} of {len(rows)} locked messages claimed")
+    return rows
+
+
+def _claim_order() -> tuple[Any, ...]:
+    c = MESSAGES.c
+    return (c.priority.desc(), c.next_attempt_at, c.id)
+
+
+@functools.lru_cache(maxsize=16)
+def _lane(status: str, limit: int) -> Executable:
+    """Lock up to limit due rows of one claimable status, in claim order, skipping locked ones."""
+    c = MESSAGES.c
+    lane = select(*_claim_columns(False))
+    lane = lane.where(c.status == status, c.next_attempt_at <= bindparam("now"))
+    return lane.order_by(*_claim_order()).limit(limit).with_for_update(skip_locked=True)
+
+
+@functools.cache
+def _claimed_mail() -> Executable:
+    """The claim's and the mail's columns of the given rows."""
+    ids: Any = bindparam("ids", expanding=True)
+    return select(*_claim_columns(True)).where(MESSAGES.c.id.in_(ids))
+
+
+@functools.lru_cache(maxsize=16)
+def _claim_returning(limit: int, with_mail: bool) -> Executable:
+    """SQLite's claim: mark up to limit due rows and return them, in one statement."""
+    c = MESSAGES.c
+    claimable = [s.value for s in CLAIMABLE]
+    due = select(c.id).where(c.status.in_(claimable), c.next_attempt_at <= bindparam("now"))
+    chosen = due.order_by(*_claim_order()).limit(limit).scalar_subquery()
+    return _claiming(c.id.in_(chosen)).returning(*_claim_columns(with_mail))
+
+
+@functools.cache
+def _mark_claimed() -> Executable:
+    ids: Any = bindparam("ids", expanding=True)
+    return _claiming(MESSAGES.c.id.in_(ids))
+
+
+def _claiming(*where: ColumnElement[bool]) -> Update:
+    """Mark waiting rows as sending, claimed by the worker and at the time bound later."""
+    return guarded(CLAIMABLE, Status.SENDING, *where,
+                   locked_by=bindparam("worker"), locked_at=bindparam("now"))  # fmt: skip
+
+
+def has_due(now: datetime | None = None) -> bool:
+    """Whether any due message is still waiting unclaimed (a plain, non-locking read)."""
+    c = MESSAGES.c
+    claimable = [s.value for s in CLAIMABLE]
+    due = select(c.id).where(c.status.in_(claimable), c.next_attempt_at <= (now or utcnow()))
+    found = db.session.execute(select(exists(due))).scalar()
+    db.session.commit()
+    return bool(found)
+
+
+def renew(claims: Sequence[Claim], now: datetime) -> set[int]:
+    """Refresh this worker's claims; return the ids it still holds."""
+    if not claims:
+        return set()
+    c = MESSAGES.c
+    mine = (c.id.in_([claim.id for claim in claims]), c.locked_by == claims[0].worker_id)
+    changed(guarded(Status.SENDING, None, *mine, locked_at=now))
+    still = set(db.session.scalars(select(c.id).where(c.status == Status.SENDING.value, *mine)))
+    db.session.commit()
+    return still
+
+
+def _hand_back(worker_id: str, *where: ColumnElement[bool]) -> int:
+    """Return this worker's matching claims to waiting, as if never claimed; commit."""
+    c = MESSAGES.c
+    never_tried = case((c.attempts == 0, Status.QUEUED.value), else_=Status.DEFERRED.value)
+    stmt = guarded(Status.SENDING, (Status.QUEUED, Status.DEFERRED), c.locked_by == worker_id,
+                   *where, status=never_tried, locked_by=None, locked_at=None)  # fmt: skip
+    count = changed(stmt)
+    db.session.commit()
+    return count
+
+
+def release(claims: Sequence[Claim]) -> int:
+    """Hand back claimed messages that were not started, as if never claimed."""
+    if not claims:
+        return 0
+    return _hand_back(claims[0].worker_id, MESSAGES.c.id.in_([c.id for c in claims]))
+
+
+def release_held(worker_id: str) -> int:
+    """Hand back every claim this worker still holds.
+
+    For the start of a pass: a worker's passes never overlap, so a claim it holds
+    then was left by an error (a COMMIT whose reply was lost, a pass cut short).
+    """
+    return _hand_back(worker_id)

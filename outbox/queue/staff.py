@@ -1,0 +1,74 @@
+"""What staff (and the API) do to one message or to all failed ones: cancel, resend, send now."""
+
+from datetime import datetime
+from email.headerregistry import Address
+from email.utils import getaddresses
+
+from ..drafts import Draft, Upload
+from ..extensions import db
+from ..models import Message, utcnow
+from ..status import Status, sources
+from .attachments import read_attachments
+from .moves import MESSAGES, MoveRefused, changed, guarded, move_one
+from .store import enqueue
+
+
+def cancel(message_id: int) -> None:
+    """Cancel a queued or deferred message; MoveRefused otherwise."""
+    if not move_one(message_id, sources(Status.CANCELLED), Status.CANCELLED):
+        raise MoveRefused(f"message {message_id} is not queued or deferred")
+
+
+def resend(message_id: int, allowance: int, now: datetime | None = None) -> None:
+    """Queue a failed or cancelled message again, keeping its attempt history.
+
+    It gets a fresh allowance of attempts on top of those already made.
+    """
+    again = {"next_attempt_at": now or utcnow(), "max_attempts": MESSAGES.c.attempts + allowance}
+    if not move_one(message_id, (Status.FAILED, Status.CANCELLED), Status.QUEUED, **again):
+        raise MoveRefused(f"message {message_id} is not failed or cancelled")
+
+
+def send_now(message_id: int, now: datetime | None = None) -> None:
+    """Make a deferred message due at once instead of at its next attempt time."""
+    stmt = guarded(Status.DEFERRED, None, MESSAGES.c.id == message_id,
+                   next_attempt_at=now or utcnow())  # fmt: skip
+    moved = changed(stmt) == 1
+    db.session.commit()
+    if not moved:
+        raise MoveRefused(f"message {message_id} is not deferred")
+
+
+def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
+    """Queue every failed message again; return how many."""
+    stmt = guarded(Status.FAILED, Status.QUEUED, next_attempt_at=now or utcnow(),
+                   max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
+    count = changed(stmt)
+    db.session.commit()
+    return count
+
+
+def send_again(message_id: int, source: str, max_attempts: int) -> Message:
+    """A new queued message with the content and attachments of a sent one."""
+    old = db.session.get(Message, message_id)
+    if old is None or old.status != Status.SENT.value:
+        raise MoveRefused(f"message {message_id} is not sent")
+    draft = Draft(
+        from_addr=old.from_addr,
+        to=_split(old.to_addrs),
+        cc=_split(old.cc_addrs),
+        bcc=_split(old.bcc_addrs),
+        reply_to=old.reply_to,
+        subject=old.subject,
+        text=old.text_body,
+        html=old.html_body,
+        headers=dict(old.headers or {}),
+        priority=old.priority,
+        attachments=[Upload(*found) for found in read_attachments(message_id)],
+    )
+    return enqueue(draft, source=source, max_attempts=max_attempts)[0]
+
+
+def _split(addresses: str) -> list[str]:
+    """A stored address list back into its addresses."""
+    return [str(Address(display_name=n, addr_spec=a)) for n, a in getaddresses([addresses]) if a]
