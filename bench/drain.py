@@ -44,12 +44,12 @@ from outbox.models import CHUNK_BYTES, Attachment, AttachmentChunk, Attempt, Mes
 from outbox.status import Outcome, Status
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_drain?charset=utf8mb4"
-WORKER = [sys.executable, "-m", "outbox.cli", "send-queued"]
+WORKER = [sys.executable, "-m", "outbox", "send-queued"]
 PY_SPY = Path(sys.executable).parent / "py-spy"
 SENDER = "Acme <noreply@example.com>"
 CHUNK = 5_000  # messages per INSERT batch and transaction while filling
 CHUNK_DATA = 32 * 1024 * 1024  # bytes of attachment data per transaction, at most
-WRAPPERS = re.compile(r"runpy|/click/|outbox/cli\.py$")
+WRAPPERS = re.compile(r"runpy|/click/|outbox/__main__\.py$")
 TALLY = re.compile(r"sent (\d+), deferred (\d+), failed (\d+)")
 MESSAGES = cast(sa.Table, Message.__table__)
 ATTACHMENTS = cast(sa.Table, Attachment.__table__)

@@ -84,7 +84,7 @@ def main() -> int:
     )  # fmt: skip
     log = (folder / "worker.log").open("w")
     worker = subprocess.Popen(
-        [sys.executable, "-m", "outbox.cli", "worker"], env=env, stderr=log, stdout=log
+        [sys.executable, "-m", "outbox", "worker"], env=env, stderr=log, stdout=log
     )
     waits = []
     try:

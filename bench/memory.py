@@ -88,7 +88,7 @@ def run_case(args: argparse.Namespace, name: str) -> bool:
         env = drain.worker_env(args.url, sink.host, sink.port, folder, {})
         if args.memray:
             argv = [str(MEMRAY), "run", "--quiet", "--output", str(capture),
-                    "-m", "outbox.cli", "send-queued"]  # fmt: skip
+                    "-m", "outbox", "send-queued"]  # fmt: skip
         else:
             argv = drain.WORKER
         elapsed, (run,) = drain.drain(1, env, folder, None, argv)

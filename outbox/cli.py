@@ -1,15 +1,14 @@
-"""The outbox command: Flask's own commands plus the worker, tokens and the demo."""
+"""The outbox commands bound to the app: the worker, tokens and staff accounts."""
 
 import logging
 
 import click
 from flask import Flask, current_app
-from flask.cli import FlaskGroup
 
 from . import accounts, tokens, worker
 
 
-def _logging() -> None:
+def configure_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
 
 
@@ -21,7 +20,7 @@ def _logging() -> None:
 )  # fmt: skip
 def worker_command(processes: int) -> None:
     """Run a worker: drain the queue every OUTBOX_POLL_INTERVAL seconds until stopped."""
-    _logging()
+    configure_logging()
     if processes > 1:
         raise SystemExit(worker.run_many(processes))
     worker.run(current_app._get_current_object())  # type: ignore[attr-defined]
@@ -30,7 +29,7 @@ def worker_command(processes: int) -> None:
 @click.command("send-queued")
 def send_queued_command() -> None:
     """Send every due message once, refresh the pages' full counts if due, and exit."""
-    _logging()
+    configure_logging()
     drainer = worker.Worker()
     tally = drainer.drain()
     worker.count_if_due(drainer.worker_id)
@@ -82,17 +81,6 @@ def set_password_command(email: str, password: str) -> None:
     click.echo(f"password changed for {email}")
 
 
-@click.command("demo")
-@click.option("--port", default=5000, show_default=True, help="Web port on 127.0.0.1.")
-@click.option("--smtp-port", default=8025, show_default=True, help="Port of the demo SMTP server.")
-def demo_command(port: int, smtp_port: int) -> None:
-    """Run everything on this machine: web app, worker and a catch-all SMTP server."""
-    from . import demo
-
-    _logging()
-    demo.run(port, smtp_port)
-
-
 def register(app: Flask) -> None:
     """Add the outbox commands to the app's CLI."""
     for command in (
@@ -102,19 +90,5 @@ def register(app: Flask) -> None:
         revoke_token_command,
         create_user_command,
         set_password_command,
-        demo_command,
     ):
         app.cli.add_command(command)
-
-
-def _create_app() -> Flask:
-    from . import create_app
-
-    return create_app()
-
-
-main = FlaskGroup(create_app=_create_app, help="outbox: a database-backed mail outbox.")
-
-
-if __name__ == "__main__":
-    main()

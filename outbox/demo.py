@@ -13,7 +13,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from flask_migrate import upgrade
 from werkzeug.serving import run_simple
 
-from . import accounts, create_app, tokens, worker
+from . import accounts, tokens, worker
+from .app import create_app
+from .cli import configure_logging
 
 log = logging.getLogger("outbox.demo")
 DEMO_SENDER = "outbox@demo.example"
@@ -50,6 +52,15 @@ def _fresh_user() -> str:
     else:
         accounts.set_password(DEMO_USER, password)
     return password
+
+
+@click.command("demo")
+@click.option("--port", default=5000, show_default=True, help="Web port on 127.0.0.1.")
+@click.option("--smtp-port", default=8025, show_default=True, help="Port of the demo SMTP server.")
+def command(port: int, smtp_port: int) -> None:
+    """Run everything on this machine: web app, worker and a catch-all SMTP server."""
+    configure_logging()
+    run(port, smtp_port)
 
 
 def run(port: int, smtp_port: int) -> None:

@@ -314,7 +314,7 @@ def run_many(count: int, restart_after: float = 1.0) -> int:
     heartbeat), started with this process's environment and settings. One that dies
     is started again; a stop is passed on to all of them and waited for.
     """
-    command = [sys.executable, "-m", "outbox.cli", "worker"]
+    command = [sys.executable, "-m", "outbox", "worker"]
     stops = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     tie = _die_with_parent if sys.platform == "linux" else None

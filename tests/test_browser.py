@@ -102,7 +102,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
                OUTBOX_POLL_INTERVAL="1", OUTBOX_RETRY_DELAY="1")  # fmt: skip
     log_path = tmp / "worker.log"
     log = log_path.open("w")
-    worker = subprocess.Popen([sys.executable, "-m", "outbox.cli", "worker"], env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "outbox", "worker"], env=env,
                               stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         yield Site(f"http://127.0.0.1:{server.port}", app, smtp)

@@ -17,7 +17,7 @@ from outbox.extensions import db
 from outbox.models import Attempt, Message
 from outbox.status import Status
 
-OUTBOX = [sys.executable, "-m", "outbox.cli"]
+OUTBOX = [sys.executable, "-m", "outbox"]
 
 
 def worker_env(app, smtp, tmp_path, **extra: object) -> dict[str, str]:  # type: ignore[no-untyped-def]

@@ -58,7 +58,7 @@ def test_processes_starting_together_share_one_whole_key(tmp_path):
     # Workers started at once on a new instance folder all make the key; the first
     # one written wins, and no process reads it before it is whole.
     script = (
-        "import sys; from pathlib import Path; from outbox import _stored_secret as s; "
+        "import sys; from pathlib import Path; from outbox.app import _stored_secret as s; "
         "print(s(Path(sys.argv[1])))"
     )
     starts = [

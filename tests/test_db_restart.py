@@ -406,7 +406,7 @@ def services(mariadb: PrivateMariaDB, smtp: SmtpServer, logs: Path) -> Iterator[
                             "--timeout", "30", "--graceful-timeout", "5", "outbox:create_app()"],
                            env, logs / "gunicorn.log")  # fmt: skip
         for n in range(WORKERS):
-            worker = [sys.executable, "-m", "outbox.cli", "worker"]
+            worker = [sys.executable, "-m", "outbox", "worker"]
             found.workers.append(_spawn(worker, env, logs / f"worker-{n}.log"))
 
         def ready() -> bool:

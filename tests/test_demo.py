@@ -25,7 +25,7 @@ def test_demo_sends_a_queued_message_to_its_catch_all_server(tmp_path):
                PYTHONUNBUFFERED="1")  # fmt: skip
     env.pop("OUTBOX_DATABASE_URL", None)
     demo = subprocess.Popen(
-        [sys.executable, "-m", "outbox.cli", "demo", "--port", str(port),
+        [sys.executable, "-m", "outbox", "demo", "--port", str(port),
          "--smtp-port", str(smtp_port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip

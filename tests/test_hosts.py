@@ -267,7 +267,7 @@ def test_workers_on_several_hosts_send_every_message_exactly_once(
                 for n in range(WORKERS_PER_HOST):
                     # `ip netns exec` execs the command: the pid is the worker's own.
                     command = ["ip", "netns", "exec", name, sys.executable, "-m",
-                               "outbox.cli", "worker"]  # fmt: skip
+                               "outbox", "worker"]  # fmt: skip
                     with open(tmp_path / f"{name}-{n}.log", "wb") as log:
                         process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
                     processes.append(process)

@@ -1,0 +1,12 @@
+"""The outbox command (`outbox`, or `python -m outbox`): Flask's commands, outbox's and the demo."""
+
+from flask.cli import FlaskGroup
+
+from . import demo
+from .app import create_app
+
+main = FlaskGroup(create_app=create_app, help="outbox: a database-backed mail outbox.")
+main.add_command(demo.command)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""create_app: the one way to build the outbox app, with its layered configuration."""
+
+import contextlib
+import logging
+import os
+import secrets
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+from sqlalchemy import exc
+
+from . import api, cli, drivers, tokens, web
+from . import config as settings
+from .extensions import AUTOCOMMIT, db, mail, migrate
+
+log = logging.getLogger(__name__)
+MIGRATIONS = str(Path(__file__).parent / "migrations")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the app: package defaults, instance/config.py, OUTBOX_* variables, test_config."""
+    instance = os.environ.get("OUTBOX_INSTANCE_PATH", str(ROOT / "instance"))
+    app = Flask(
+        "outbox",
+        instance_path=instance,
+        instance_relative_config=True,
+        template_folder=str(ROOT / "templates"),
+        static_folder=str(ROOT / "static"),
+    )
+    app.config.from_mapping(settings.DEFAULTS)
+    app.config.from_pyfile("config.py", silent=True)
+    app.config.from_mapping(settings.from_environ(os.environ))
+    if test_config is not None:
+        app.config.from_mapping(test_config)
+    _derive(app)
+    settings.check(app.config)
+
+    db.init_app(app)
+    drivers.watch_connections(app)
+    # Runs before Flask-SQLAlchemy's own teardown (the later registered runs first).
+    app.teardown_appcontext(_close_session)
+    mail.init_app(app)
+    migrate.init_app(app, db, directory=MIGRATIONS)
+    app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
+
+    app.register_blueprint(api.bp)
+    web.init_app(app)
+    cli.register(app)
+    return app
+
+
+def _derive(app: Flask) -> None:
+    """Fill in the settings the extensions read from the OUTBOX ones."""
+    config = app.config
+    Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+    url = config["DATABASE_URL"] or f"sqlite:///{Path(app.instance_path) / 'outbox.sqlite3'}"
+    config["DATABASE_URL"] = url
+    config["SQLALCHEMY_DATABASE_URI"] = url
+    config["SQLALCHEMY_ENGINE_OPTIONS"] = drivers.engine_options(url)
+    if not url.startswith("sqlite"):
+        # A message without attachments is one INSERT that commits itself: one round
+        # trip to a database server instead of two (queue.enqueue).
+        config["SQLALCHEMY_BINDS"] = {
+            AUTOCOMMIT: {
+                "url": url,
+                "isolation_level": "AUTOCOMMIT",
+                "skip_autocommit_rollback": True,
+            }
+        }
+    config["SECRET_KEY"] = config["SECRET_KEY"] or _stored_secret(Path(app.instance_path))
+    # The worker always really sends; Flask-Mail would otherwise stay silent in tests.
+    config["MAIL_SUPPRESS_SEND"] = False
+    # Werkzeug answers 413 past these, before a view reads the body.
+    config["MAX_CONTENT_LENGTH"] = config["MAX_MESSAGE_BYTES"]
+    config["MAX_FORM_MEMORY_SIZE"] = config["MAX_MESSAGE_BYTES"]
+
+
+def _stored_secret(instance: Path) -> str:
+    """A random key kept in instance/secret_key, so sessions survive restarts.
+
+    Several processes may start at once on a new instance folder: the key is written
+    to a file of its own and linked into place, so the first link wins and no process
+    reads a key half written.
+    """
+    path = instance / "secret_key"
+    if not path.exists():
+        fd, draft = tempfile.mkstemp(dir=instance, prefix=".secret_key.")
+        try:
+            with os.fdopen(fd, "w") as file:
+                file.write(secrets.token_hex(32))
+            with contextlib.suppress(FileExistsError):
+                os.link(draft, path)
+        finally:
+            os.unlink(draft)
+    return path.read_text().strip()
+
+
+def _close_session(error: BaseException | None) -> None:
+    """End the request's session, even if the database went away after its work was done.
+
+    A message may be stored on the autocommit engine while the session still holds the
+    connection it read the token on; if the server restarts in between, that connection's
+    ROLLBACK fails. SQLAlchemy invalidates it either way, and the answer already given
+    (the message is stored) stands. A request that never used the session (most
+    enqueues) has none to close; asking for one would make it.
+    """
+    if not db.session.registry.has():
+        return
+    try:
+        db.session.close()
+    except exc.DBAPIError as failure:
+        log.warning("the session's connection was lost as the request ended: %s", failure.orig)
