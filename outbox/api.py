@@ -9,6 +9,7 @@ from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from . import openapi, queue, tokens
+from .addresses import Kind
 from .drafts import Draft, DraftError, Upload, build_draft, check_upload
 from .extensions import db
 from .models import Message
@@ -28,8 +29,10 @@ def message_json(message: Message) -> dict[str, Any]:
         "id": message.id,
         "message_id": message.message_id,
         "status": message.status,
-        "from": message.from_addr,
-        "to": message.to_addrs,
+        "from": str(message.sender),
+        "to": [str(m) for m in message.recipients_of(Kind.TO)],
+        "cc": [str(m) for m in message.recipients_of(Kind.CC)],
+        "bcc": [str(m) for m in message.recipients_of(Kind.BCC)],
         "subject": message.subject,
         "priority": message.priority,
         "attempts": message.attempts,

@@ -10,22 +10,16 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from email.headerregistry import Address
-from email.utils import getaddresses
 from typing import Any
 
-from email_validator import EmailNotValidError, validate_email
-from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
+from . import addresses
+from .addresses import LINE_BREAK, LINE_BREAK_PROBLEM, Mailbox
 
 # Headers that outbox writes itself from the message's own fields.
 RESERVED_HEADERS = {
     "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
     "mime-version", "content-type", "content-transfer-encoding", "sender",
 }  # fmt: skip
-# Every character str.splitlines() ends a line at: the email package folds header
-# values on these too, so any of them lets a value start a header of its own.
-LINE_BREAKS = r"\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
-LINE_BREAK = re.compile(f"[{LINE_BREAKS}]")
 # Neither a mail nor every database can hold these: NUL (PostgreSQL refuses it in text)
 # and lone surrogates, which JSON's "\ud800" escapes let in and UTF-8 cannot encode.
 UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
@@ -35,10 +29,6 @@ MIME_TYPE = re.compile(r"^[\w.+-]{1,127}/[\w.+-]{1,127}$")  # RFC 6838: 127 char
 # reply-to columns.
 LINE_CHARS = 998
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
-# The everyday address: no display name, an ASCII dot-atom before the @, and letters,
-# digits, hyphens and dots after it. email_validator and the email package keep such an
-# address as it is but for its domain, so only the domain needs their (slow) checks.
-PLAIN_ADDRESS = re.compile(r"([\w+-]+(?:\.[\w+-]+)*)@([A-Za-z0-9.-]+)", re.ASCII)
 
 
 class DraftError(Exception):
@@ -60,11 +50,11 @@ class Upload:
 class Draft:
     """A checked message, ready for queue.enqueue."""
 
-    from_addr: str
-    to: list[str]
-    cc: list[str] = field(default_factory=list)
-    bcc: list[str] = field(default_factory=list)
-    reply_to: str | None = None
+    from_addr: Mailbox
+    to: list[Mailbox]
+    cc: list[Mailbox] = field(default_factory=list)
+    bcc: list[Mailbox] = field(default_factory=list)
+    reply_to: Mailbox | None = None
     subject: str = ""
     text: str | None = None
     html: str | None = None
@@ -83,6 +73,11 @@ class Draft:
         digest = hashlib.sha256()
         fields = {k: v for k, v in self.__dict__.items() if k != "attachments"}
         fields["send_after"] = self.send_after.isoformat() if self.send_after else None
+        # Each address as a person writes it, as the digest has always taken them.
+        for name in ("from_addr", "reply_to"):
+            fields[name] = str(fields[name]) if fields[name] else None
+        for name in ("to", "cc", "bcc"):
+            fields[name] = [str(mailbox) for mailbox in fields[name]]
         digest.update(json.dumps(fields, sort_keys=True).encode())
         for upload in self.attachments:
             digest.update(f"\0{upload.filename}\0{upload.content_type}\0".encode())
@@ -91,9 +86,7 @@ class Draft:
 
 
 def _no_line_breaks(value: str) -> str | None:
-    if LINE_BREAK.search(value):
-        return "must not contain a line break (CR, LF or another line separator)"
-    return None
+    return LINE_BREAK_PROBLEM if LINE_BREAK.search(value) else None
 
 
 def _unstorable(value: Any) -> bool:
@@ -110,65 +103,9 @@ def _unstorable(value: Any) -> bool:
     return False
 
 
-@functools.lru_cache(maxsize=4096)
-def _domain(domain: str) -> str | None:
-    """An address domain as email_validator normalizes it, or None if it refuses it."""
-    try:
-        return validate_email(f"a@{domain}", check_deliverability=False).domain
-    except EmailNotValidError:
-        return None
-
-
-def _plain(value: str) -> str | None:
-    """A plain address as parse_addresses would give it, with the domain check cached.
-
-    None for anything else, which then takes the full checks.
-    """
-    match = PLAIN_ADDRESS.fullmatch(value)
-    if match is None or len(value) > 200:
-        return None
-    local, domain = match.groups()
-    if len(local) > 64 or local.lower() in CASE_INSENSITIVE_MAILBOX_NAMES:
-        return None
-    checked = _domain(domain)
-    return None if checked is None else f"{local}@{checked}"
-
-
-def parse_addresses(values: Iterable[str]) -> list[str]:
+def parse_addresses(values: Iterable[str]) -> list[Mailbox]:
     """Addresses from strings that may each hold a comma-separated list."""
-    found = []
-    for value in values:
-        if problem := _no_line_breaks(value):
-            raise ValueError(problem)
-        if not value.strip():
-            continue
-        if plain := _plain(value):
-            found.append(plain)
-        elif len(value) <= 1000:
-            found.extend(_checked_remembered(value))
-        else:
-            found.extend(_checked(value))
-    return found
-
-
-def _checked(value: str) -> tuple[str, ...]:
-    """The addresses of one string, each parsed and checked in full."""
-    found = []
-    for name, addr in getaddresses([value]):
-        if not addr:
-            raise ValueError(f"{value!r} is not an email address")
-        try:
-            checked = validate_email(addr, check_deliverability=False)
-        except EmailNotValidError as exc:
-            raise ValueError(f"{addr!r} is not a valid address: {exc}") from None
-        # Kept readable (not RFC 2047-encoded); Flask-Mail encodes names on sending.
-        found.append(str(Address(display_name=name, addr_spec=checked.normalized)))
-    return tuple(found)
-
-
-# Senders and reply-to addresses come back message after message, display names and
-# all; the full checks of one cost about 250 µs.
-_checked_remembered = functools.lru_cache(maxsize=1024)(_checked)
+    return addresses.parse(values)
 
 
 def _text_list(value: Any) -> list[str]:
@@ -181,7 +118,7 @@ def _text_list(value: Any) -> list[str]:
     raise ValueError("must be a string or a list of strings")
 
 
-def _one_address(value: Any, what: str) -> str | None:
+def _one_address(value: Any, what: str) -> Mailbox | None:
     found = parse_addresses(_text_list(value))
     if len(found) > 1:
         raise ValueError(f"takes one {what} address, got {len(found)}")
@@ -291,7 +228,7 @@ def _json_attachments(value: Any) -> list[Upload]:
 
 
 @functools.lru_cache(maxsize=16)
-def _default_sender(value: str) -> tuple[str | None, str | None]:
+def _default_sender(value: str) -> tuple[Mailbox | None, str | None]:
     """The configured default sender, checked once: (address, None) or (None, problem)."""
     try:
         return _one_address(value, "sender"), None
@@ -328,7 +265,7 @@ def build_draft(fields: Mapping[str, Any], default_sender: str | None) -> Draft:
     if "subject" in values and (problem := _no_line_breaks(values["subject"])):
         errors["subject"] = problem
     for key, name in (("subject", "subject"), ("from", "from_addr"), ("reply_to", "reply_to")):
-        if len(values.get(name) or "") > LINE_CHARS and key not in errors:
+        if len(str(values.get(name) or "")) > LINE_CHARS and key not in errors:
             errors[key] = f"must be at most {LINE_CHARS} characters"
     if "to" in values and not values["to"]:
         errors["to"] = "at least one recipient is required"

@@ -1,5 +1,6 @@
 """Database-driver policy: connection settings per kind, and a cheap liveness check for PyMySQL."""
 
+import json
 import select
 import ssl
 from typing import Any
@@ -12,7 +13,8 @@ from .extensions import db
 
 def engine_options(url: str) -> dict[str, Any]:
     """Connection settings per database kind."""
-    options: dict[str, Any] = {"pool_pre_ping": True}
+    # Text as it is, not \u escapes: the pages search the recipients column as text.
+    options: dict[str, Any] = {"pool_pre_ping": True, "json_serializer": _json}
     if url.startswith(("mysql", "mariadb")):
         # READ COMMITTED: SKIP LOCKED claims under REPEATABLE READ deadlock far
         # more often, and a fresh read must see rows other workers just committed.
@@ -28,6 +30,10 @@ def engine_options(url: str) -> dict[str, Any]:
         options["pool_pre_ping"] = False
         options["pool_reset_on_return"] = None
     return options
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def watch_connections(app: Flask) -> None:

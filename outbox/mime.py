@@ -18,21 +18,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from email.header import Header
 from email.policy import Compat32
-from email.utils import formatdate, getaddresses, parseaddr
+from email.utils import formatdate
 
-from flask_mail import Attachment, Message, sanitize_address, sanitize_addresses, sanitize_subject
+from flask_mail import Attachment, Message, sanitize_address, sanitize_subject
 
-from .drafts import LINE_BREAK
+from .addresses import LINE_BREAK, Kind, Mailbox
 from .models import Message as Row
 
-Addresses = list[str | tuple[str, str]]
+Addresses = list[tuple[str, str]]  # (display name, address) pairs
 
 # An address getaddresses returns as it is, with no display name: a dot-atom local part
 # and a domain of dot-separated labels.
 _ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 BARE_ADDRESS = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
-# Such addresses joined by ", ", as queue stores a list of them.
-BARE_ADDRESSES = re.compile(rf"{BARE_ADDRESS.pattern}(?:, {BARE_ADDRESS.pattern})*")
 # What str.splitlines() splits an ASCII string at.
 ASCII_LINE_BREAK = re.compile("[\n\r\x0b\x0c\x1c-\x1e]")
 # The generator's line ends, each written as CRLF.
@@ -173,11 +171,13 @@ class OutgoingMessage(Message):
     def as_bytes(self) -> bytes:
         return b"".join(self.render().pieces())
 
+    # The envelope, from the stored addresses (build sets them).
+    envelope_from: str = ""
+    envelope_to: list[str] = []
+
     def prepare(self) -> "Prepared":
-        """The envelope and the DATA, as Flask-Mail's send() would give them to smtplib."""
-        return Prepared(
-            sanitize_address(self.sender), sanitize_addresses(self.send_to), self.render()
-        )
+        """The envelope and the DATA, as smtplib's sendmail takes them."""
+        return Prepared(self.envelope_from, self.envelope_to, self.render())
 
     def _wire_bytes(self) -> bytes:
         message = self._message()
@@ -197,19 +197,21 @@ class BuildError(Exception):
     """The stored message cannot be turned into a mail; retrying will not help."""
 
 
-def _addresses(column: str | None) -> Addresses:
-    # Pairs, not "name <addr>" text: Flask-Mail reads text again with parseaddr,
-    # which cuts an unquoted name holding a comma in two.
-    if not column:
-        return []
-    if BARE_ADDRESSES.fullmatch(column):  # what getaddresses makes of it, far faster
-        return [("", address) for address in column.split(", ")]
-    return [(name, addr) for name, addr in getaddresses([column]) if addr]
+def _listed(row: Row) -> tuple[Addresses, Addresses, Addresses]:
+    """The row's To, Cc and Bcc as (name, address) pairs, in the order given.
+
+    Pairs, not "name <addr>" text: Flask-Mail reads text again with parseaddr, which
+    cuts an unquoted name holding a comma in two.
+    """
+    found: dict[str, Addresses] = {Kind.TO: [], Kind.CC: [], Kind.BCC: []}
+    for recipient in row.recipients:
+        found[recipient["kind"]].append((recipient.get("name", ""), recipient["address"]))
+    return found[Kind.TO], found[Kind.CC], found[Kind.BCC]
 
 
-@functools.lru_cache(maxsize=1024)
-def _sender_address(column: str) -> str:
-    return parseaddr(column)[1]
+def _mailbox(address: str | None, name: str) -> str:
+    """An address with its display name as a header names it (quoted where it must be)."""
+    return str(Mailbox(address, name)) if address else ""
 
 
 def _breaks_line(texts: list[object]) -> bool:
@@ -220,14 +222,14 @@ def _checked(row: Row) -> tuple[dict[str, str], Addresses, Addresses, Addresses]
     """The row's extra headers and its To, Cc and Bcc pairs, or BuildError if it cannot go."""
     headers = dict(row.headers or {})
     # Checked as stored: Flask-Mail's has_bad_headers() looks at neither Cc nor
-    # the extra headers, and getaddresses reads "Bcc:" after a line break as
-    # more addresses.
-    stored = [row.subject, row.from_addr, row.reply_to, row.to_addrs, row.cc_addrs]
-    if _breaks_line([*stored, row.bcc_addrs, *headers, *headers.values()]):
+    # the extra headers.
+    to, cc, bcc = _listed(row)
+    stored = [row.subject, row.from_addr, row.from_name, row.reply_to, row.reply_to_name]
+    if _breaks_line([*stored, *(text for pair in to + cc + bcc for text in pair),
+                     *headers, *headers.values()]):  # fmt: skip
         raise BuildError("a header holds a line break")
-    if not _sender_address(row.from_addr):
-        raise BuildError(f"no sender address in {row.from_addr!r}")
-    to, cc, bcc = (_addresses(c) for c in (row.to_addrs, row.cc_addrs, row.bcc_addrs))
+    if not row.from_addr:
+        raise BuildError("no sender address")
     if not (to or cc or bcc):
         # smtplib would refuse an empty recipient list with an empty error.
         raise BuildError("no recipient address in to, cc or bcc")
@@ -240,17 +242,19 @@ def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> OutgoingMessag
         headers, to, cc, bcc = _checked(row)
         message = OutgoingMessage(
             subject=row.subject,
-            recipients=to,
-            cc=cc,
-            bcc=bcc,
-            sender=row.from_addr,
-            reply_to=row.reply_to,
+            recipients=list[str | tuple[str, str]](to),
+            cc=list[str | tuple[str, str]](cc),
+            bcc=list[str | tuple[str, str]](bcc),
+            sender=_mailbox(row.from_addr, row.from_name),
+            reply_to=_mailbox(row.reply_to, row.reply_to_name) or None,
             body=row.text_body if row.text_body is not None else "",
             html=row.html_body,
             extra_headers={name: _ascii_header(value) for name, value in headers.items()},
             attachments=[Attachment(n, t, d) for n, t, d in attachments],
         )
         message.msgId = row.message_id
+        message.envelope_from = _address(("", row.from_addr))
+        message.envelope_to = _envelope(to, cc, bcc)
     except BuildError:
         raise
     except Exception as exc:
@@ -282,7 +286,7 @@ def _direct(row: Row) -> Prepared:
     # Flask-Mail's headers, in its order; its To and Cc go through a set.
     fields = [("Subject", sanitize_subject(row.subject))] if row.subject else []
     fields += [
-        ("From", _address(row.from_addr)),
+        ("From", _address(_mailbox(row.from_addr, row.from_name))),
         ("To", ", ".join(list(set([_address(a) for a in to])))),
         ("Date", _date()),
         ("Message-ID", row.message_id),
@@ -290,7 +294,7 @@ def _direct(row: Row) -> Prepared:
     if cc:
         fields.append(("Cc", ", ".join(list(set([_address(a) for a in cc])))))
     if row.reply_to:
-        fields.append(("Reply-To", _address(row.reply_to)))
+        fields.append(("Reply-To", _address(_mailbox(row.reply_to, row.reply_to_name))))
     fields += [(name, _ascii_header(value)) for name, value in headers.items()]
     if html is None:
         content = [("Content-Type", 'text/plain; charset="utf-8"'), ("MIME-Version", "1.0")]
@@ -305,10 +309,15 @@ def _direct(row: Row) -> Prepared:
             _text_part(html, "html"), b"\r\n--", inner, b"--\r\n",
             b"\r\n--", outer, b"--\r\n",
         ])  # fmt: skip
-    send_to = set(to)
-    send_to.update(bcc)
-    send_to.update(cc)
-    return Prepared(_address(row.from_addr), [_address(a) for a in send_to], Rendered([data], []))
+    return Prepared(_address(("", row.from_addr)), _envelope(to, cc, bcc), Rendered([data], []))
+
+
+def _envelope(*listed: Addresses) -> list[str]:
+    """Each recipient's address once, for RCPT TO, in the order given."""
+    return [
+        _address(("", address))
+        for address in dict.fromkeys(a for pairs in listed for _, a in pairs)
+    ]
 
 
 def _headers(fields: list[tuple[str, str]]) -> bytes:

@@ -18,6 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
 
+from .addresses import Kind, Mailbox
 from .extensions import Base
 from .status import Status
 
@@ -47,11 +48,14 @@ class Message(Base):
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     message_id: Mapped[str] = mapped_column(Key, unique=True)
+    # Addresses as parsed at enqueue: addr-spec and display name apart, never parsed again.
     from_addr: Mapped[str] = mapped_column(String(998))
-    to_addrs: Mapped[str] = mapped_column(LongText)
-    cc_addrs: Mapped[str] = mapped_column(LongText, default="")
-    bcc_addrs: Mapped[str] = mapped_column(LongText, default="")
+    from_name: Mapped[str] = mapped_column(String(998), default="")
     reply_to: Mapped[str | None] = mapped_column(String(998))
+    reply_to_name: Mapped[str] = mapped_column(String(998), default="")
+    # To, Cc and Bcc in the order given: [{"kind": "to", "address": ..., "name": ...}, ...]
+    # (addresses.Recipient.stored).
+    recipients: Mapped[list[dict[str, str]]] = mapped_column(JSON)
     subject: Mapped[str] = mapped_column(String(998), default="")
     text_body: Mapped[str | None] = mapped_column(LongText)
     html_body: Mapped[str | None] = mapped_column(LongText)
@@ -72,6 +76,23 @@ class Message(Base):
     idempotency_key: Mapped[str | None] = mapped_column(Key)
     request_hash: Mapped[str | None] = mapped_column(String(64))
     attachment_count: Mapped[int] = mapped_column(Integer, default=0)
+
+    @property
+    def sender(self) -> Mailbox:
+        return Mailbox(self.from_addr, self.from_name)
+
+    @property
+    def reply_to_mailbox(self) -> Mailbox | None:
+        return Mailbox(self.reply_to, self.reply_to_name) if self.reply_to else None
+
+    def recipients_of(self, kind: Kind) -> list[Mailbox]:
+        """The mailboxes named in To, Cc or Bcc, in the order given."""
+        return [Mailbox(r["address"], r.get("name", "")) for r in self.recipients
+                if r["kind"] == kind]  # fmt: skip
+
+    def listed(self, kind: Kind) -> str:
+        """The mailboxes of To, Cc or Bcc as a person reads them, comma-separated."""
+        return ", ".join(str(mailbox) for mailbox in self.recipients_of(kind))
 
     attachments: Mapped[list["Attachment"]] = relationship(
         back_populates="message", lazy="raise", order_by="Attachment.id"

@@ -3,7 +3,8 @@
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from .drafts import HEADER_NAME, LINE_BREAKS, LINE_CHARS, PRIORITY_RANGE, RESERVED_HEADERS
+from .addresses import LINE_BREAKS
+from .drafts import HEADER_NAME, LINE_CHARS, PRIORITY_RANGE, RESERVED_HEADERS
 from .status import Status
 
 Schema = dict[str, Any]
@@ -231,7 +232,9 @@ def _schemas() -> dict[str, Schema]:
         "message_id": {"type": "string"},
         "status": {"enum": [s.value for s in Status]},
         "from": {"type": "string"},
-        "to": {"type": "string"},
+        "to": {"type": "array", "items": {"type": "string"}},
+        "cc": {"type": "array", "items": {"type": "string"}},
+        "bcc": {"type": "array", "items": {"type": "string"}},
         "subject": {"type": "string"},
         "priority": {"type": "integer"},
         "attempts": {"type": "integer"},

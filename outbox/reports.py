@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import Text, cast, func, or_, select
 from sqlalchemy.orm import load_only
 
 from . import rollups
@@ -19,7 +19,7 @@ PAGE_SIZE = 50
 COUNT_CAP = 1_000
 IN_FLIGHT = {Status.QUEUED.value, Status.SENDING.value, Status.DEFERRED.value}
 LIST_COLUMNS = (
-    Message.id, Message.created_at, Message.to_addrs, Message.subject, Message.status,
+    Message.id, Message.created_at, Message.recipients, Message.subject, Message.status,
     Message.attempts, Message.last_retry, Message.next_attempt_at, Message.last_error,
 )  # fmt: skip
 ALL = "all"  # the key of the count of every message
@@ -123,7 +123,7 @@ def page(status: str | None, search: str | None, before: int | None) -> Page:
         stmt = stmt.where(
             Message.id >= floor,
             or_(
-                Message.to_addrs.icontains(search, autoescape=True),
+                cast(Message.recipients, Text).icontains(search, autoescape=True),
                 Message.subject.icontains(search, autoescape=True),
             ),
         )

@@ -3,6 +3,7 @@
 import os
 from collections.abc import Iterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -10,7 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from flask_migrate import upgrade
 
-from outbox import create_app, queue
+from outbox import addresses, create_app, queue
 from outbox.drafts import Draft
 from outbox.extensions import db, dispose_engines
 from outbox.models import Message
@@ -168,6 +169,17 @@ def smtp_app(app: Flask, smtp: SmtpServer) -> Flask:
     return app
 
 
+def draft(**fields: Any) -> Draft:
+    """A Draft whose addresses may be given as text, parsed as the API parses them."""
+    for name in ("from_addr", "reply_to"):
+        if isinstance(fields.get(name), str):
+            fields[name] = addresses.parse([fields[name]])[0]
+    for name in ("to", "cc", "bcc"):
+        if name in fields:
+            fields[name] = addresses.parse([str(value) for value in fields[name]])
+    return Draft(**fields)
+
+
 @pytest.fixture
 def make_message(app: Flask):  # type: ignore[no-untyped-def]
     """Queue a message straight through queue.enqueue; keyword arguments override the draft."""
@@ -177,7 +189,7 @@ def make_message(app: Flask):  # type: ignore[no-untyped-def]
                   "subject": "Hello", "text": "Hello there"}  # fmt: skip
         values.update(fields)
         message, _ = queue.enqueue(
-            Draft(**values),
+            draft(**values),
             source="test",
             max_attempts=max_attempts or app.config["MAX_ATTEMPTS"],
             now=now,

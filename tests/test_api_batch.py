@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from outbox import create_app, queue, tokens
 from outbox.extensions import db, dispose_engines
 from outbox.models import Message
+from outbox.queue import attachments, store
 from outbox.status import Status
 from outbox.worker import Tally, Worker
 
@@ -58,19 +59,19 @@ def test_batch_is_stored_whole_and_answered_in_request_order(client, token):
         assert (row.status, row.attempts, row.max_attempts) == (Status.QUEUED, 0, 3)
         assert row.source == "api:shop"
     second = rows[ids[1]]
-    assert (second.from_addr, second.cc_addrs, second.priority) == (
+    assert (str(second.sender), second.listed("cc"), second.priority) == (
         "Shop <shop@example.com>", "cc@example.com", 7)  # fmt: skip
     assert second.send_after == second.next_attempt_at == datetime(2030, 1, 2, 1, 4, 5)
     assert (second.headers, second.html_body) == ({"X-Campaign": "spring"}, "<p>Rich</p>")
     assert rows[ids[0]].from_addr == "outbox@example.com"
-    assert rows[ids[2]].to_addrs == "Ann <ann@example.com>, bob@example.com"
+    assert rows[ids[2]].listed("to") == "Ann <ann@example.com>, bob@example.com"
     assert stored() == {"messages": 4, "attachments": 0, "attachment_chunks": 0}
     shown = client.get(f"{MESSAGES}/{ids[3]}", headers=auth(token)).get_json()
     assert shown["subject"] == "message 3"
 
 
 def test_a_thousand_messages_go_in_several_inserts_in_order(client, token, monkeypatch):
-    monkeypatch.setattr(queue, "INSERT_ROWS", 300)
+    monkeypatch.setattr(store, "INSERT_ROWS", 300)
     response = batch(client, token, numbered(1000))
     assert response.status_code == 201
     answered = response.get_json()["messages"]
@@ -81,7 +82,7 @@ def test_a_thousand_messages_go_in_several_inserts_in_order(client, token, monke
 
 
 def test_inserts_are_split_by_the_bytes_they_carry(client, token, monkeypatch):
-    monkeypatch.setattr(queue, "INSERT_BYTES", 5000)
+    monkeypatch.setattr(store, "INSERT_BYTES", 5000)
     messages = numbered(7)
     for n in (1, 4, 5):
         messages[n]["text"] = f"{n}" * 3000
@@ -203,7 +204,7 @@ def test_a_message_over_the_size_limit_is_413_naming_it(app, client, token):
 
 
 def test_attachments_are_stored_in_chunks_with_their_message(client, token, monkeypatch):
-    monkeypatch.setattr(queue, "CHUNK_BYTES", 4)
+    monkeypatch.setattr(attachments, "CHUNK_BYTES", 4)
     messages = numbered(3)
     messages[0]["attachments"] = [{"filename": "a.txt", "content": "aGVsbG8gdGhlcmU="}]
     messages[2]["attachments"] = [

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from outbox.drafts import Draft
 from outbox.extensions import db
 from outbox.models import Attempt, Message
 from outbox.status import Status
+
+from .conftest import draft as make_draft
 
 OUTBOX = [sys.executable, "-m", "outbox"]
 
@@ -38,7 +39,7 @@ def enqueue_many(count: int) -> list[str]:
     """Insert count queued messages in one statement; return their Message-IDs."""
     from outbox import queue
 
-    draft = Draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
+    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
     first, _ = queue.enqueue(draft, source="test", max_attempts=5)
     rows = [
         {c.key: getattr(first, c.key) for c in Message.__table__.columns if c.key != "id"}

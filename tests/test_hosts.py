@@ -217,7 +217,8 @@ def enqueue_wave(start: int, count: int) -> list[str]:
     now = utcnow()
     rows = [
         {"message_id": f"<hosts-{n}@example.com>", "from_addr": "outbox@example.com",
-         "to_addrs": "rcpt@example.com", "subject": f"hosts {n}", "text_body": "hi",
+         "recipients": [{"kind": "to", "address": "rcpt@example.com"}],
+         "subject": f"hosts {n}", "text_body": "hi",
          "status": Status.QUEUED.value, "attempts": 0, "max_attempts": 5,
          "next_attempt_at": now, "created_at": now, "source": "test"}
         for n in range(start, start + count)

@@ -12,13 +12,13 @@ import sqlalchemy as sa
 
 import outbox
 from outbox import queue
-from outbox.drafts import Draft
 from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
 from outbox.queue import moves, store
 from outbox.status import MOVES, Outcome, Retry, Status
 
 from . import outcomes
+from .conftest import draft as make_draft
 
 RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 
@@ -226,7 +226,7 @@ def test_timestamps_keep_microseconds(app, make_message):
 
 def test_message_ids_stay_apart_when_the_program_seeds_random(app):
     # Test tools and some programs seed the random module; make_msgid draws from it.
-    draft = Draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
+    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
     ids = set()
     for _ in range(3):
         random.seed(7)
@@ -238,7 +238,7 @@ def test_a_message_without_attachments_is_one_statement_that_commits_itself(
     app, db_kind, monkeypatch
 ):  # type: ignore[no-untyped-def]
     calls: list[str] = []
-    draft = Draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
+    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
     queue.enqueue(draft, source="test", max_attempts=3)  # the first connection is set up
 
     def executed(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]

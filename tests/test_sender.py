@@ -135,8 +135,16 @@ def test_build_sends_an_html_only_message_with_an_empty_text_part(smtp_app, smtp
     ("column", "value"),
     [
         ("subject", "Hello\r\nBcc: victim@example.com"),
-        ("to_addrs", "rcpt@example.com\r\nBcc: victim@example.com"),
-        ("cc_addrs", "copy@example.com\r\nBcc: victim@example.com"),
+        ("recipients", [{"kind": "to", "address": "rcpt@example.com\r\nBcc: victim@example.com"}]),
+        (
+            "recipients",
+            [
+                {"kind": "to", "address": "rcpt@example.com"},
+                {"kind": "cc", "address": "copy@example.com\r\nBcc: victim@example.com"},
+            ],
+        ),
+        ("recipients", [{"kind": "to", "address": "rcpt@example.com", "name": "A\r\nBcc: v@x"}]),
+        ("from_name", "Shop\r\nBcc: victim@example.com"),
         ("reply_to", "help@example.com\nBcc: victim@example.com"),
         ("headers", {"X-Campaign": "spring\r\nBcc: victim@example.com"}),
         ("headers", {"X-Campaign\r\nBcc": "victim@example.com"}),
@@ -153,8 +161,8 @@ def test_build_refuses_a_row_whose_header_holds_a_line_break(app, make_message, 
     ("column", "value"),
     [
         ("headers", ["X-Campaign", "spring"]),
-        ("from_addr", "<>"),
-        ("to_addrs", "undisclosed-recipients:;"),  # smtplib would raise SMTPRecipientsRefused({})
+        ("from_addr", ""),
+        ("recipients", []),  # smtplib would raise SMTPRecipientsRefused({})
     ],
 )
 def test_build_refuses_a_row_it_cannot_read(app, make_message, column, value):

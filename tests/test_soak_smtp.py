@@ -156,12 +156,14 @@ def spoil(message_pk: int, **values: object) -> None:
 def with_attachments(expected: list[str]) -> tuple[int, list[int]]:
     """Queue a message with two attachments, the first in two chunks; its and their keys."""
     from outbox import queue
-    from outbox.drafts import Draft, Upload
+    from outbox.drafts import Upload
+
+    from .conftest import draft as make_draft
 
     data = bytes(range(256)) * (6 * 1024)  # 1.5 MiB: two chunks
     uploads = [Upload("data.bin", "application/octet-stream", data),
                Upload("note.txt", "text/plain", b"hi")]  # fmt: skip
-    draft = Draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="see attached",
+    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="see attached",
                   attachments=uploads)  # fmt: skip
     message, _ = queue.enqueue(draft, source="test", max_attempts=5)
     expected.append(message.message_id)
@@ -187,7 +189,7 @@ def test_poison_messages_fail_alone_and_their_batches_go_out(app, sink, workers,
     one, two = random.sample(list(plain.scalars()), 2)
     poison = {  # a message that cannot be built or sent, and the error it must fail with
         "headers": (one, {"headers": "X-Campaign: spring"}, "cannot build message: ValueError"),
-        "no recipient": (two, {"to_addrs": "undisclosed-recipients:;"}, "no recipient address"),
+        "no recipient": (two, {"recipients": []}, "no recipient address"),
         "chunk gone": (no_chunk, {}, "holds 1048576 of its 1572864 bytes"),
         "attachment gone": (no_row, {}, "1 of the message's 2 attachments"),
     }

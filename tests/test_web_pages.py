@@ -100,8 +100,8 @@ def test_compose_enqueues_the_message_with_its_attachments(signed_in):
     (row,) = db.session.execute(select(Message)).scalars()
     assert response.headers["Location"] == f"/messages/{row.id}"
     assert (row.source, row.status, row.max_attempts) == ("web:staff@example.com", "queued", 3)
-    assert (row.from_addr, row.to_addrs) == (form["sender"], form["to"])
-    assert (row.cc_addrs, row.bcc_addrs, row.reply_to) == (
+    assert (str(row.sender), row.listed("to")) == (form["sender"], form["to"])
+    assert (row.listed("cc"), row.listed("bcc"), row.reply_to) == (
         form["cc"],
         form["bcc"],
         "help@example.com",
@@ -462,7 +462,7 @@ def test_send_again_queues_a_copy_of_a_sent_message(signed_in, make_message, via
     assert target == f"/messages/{new.id}" and signed_in.get(target).status_code == 200
     assert (new.status, new.source, new.attempts) == ("queued", "web:staff@example.com", 0)
     assert new.message_id != old.message_id and old.status == "sent"
-    content = ("from_addr", "to_addrs", "cc_addrs", "bcc_addrs", "reply_to", "subject",
+    content = ("from_addr", "from_name", "recipients", "reply_to", "reply_to_name", "subject",
                "text_body", "html_body", "headers", "priority")  # fmt: skip
     assert [getattr(new, c) for c in content] == [getattr(old, c) for c in content]
     assert queue.read_attachments(new.id) == queue.read_attachments(old.id) != []

@@ -75,7 +75,7 @@ def claim_batch(
 
 
 # What a mail is written from (mime.prepare reads these), beside what a claim needs.
-MAIL_COLUMNS = ("subject", "from_addr", "reply_to", "to_addrs", "cc_addrs", "bcc_addrs",
+MAIL_COLUMNS = ("subject", "from_addr", "from_name", "reply_to", "reply_to_name", "recipients",
                 "text_body", "html_body", "headers", "message_id", "attachment_count")  # fmt: skip
 
 

@@ -1,9 +1,8 @@
 """What staff (and the API) do to one message or to all failed ones: cancel, resend, send now."""
 
 from datetime import datetime
-from email.headerregistry import Address
-from email.utils import getaddresses
 
+from ..addresses import Kind
 from ..drafts import Draft, Upload
 from ..extensions import db
 from ..models import Message, utcnow
@@ -54,11 +53,11 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
     if old is None or old.status != Status.SENT.value:
         raise MoveRefused(f"message {message_id} is not sent")
     draft = Draft(
-        from_addr=old.from_addr,
-        to=_split(old.to_addrs),
-        cc=_split(old.cc_addrs),
-        bcc=_split(old.bcc_addrs),
-        reply_to=old.reply_to,
+        from_addr=old.sender,
+        to=old.recipients_of(Kind.TO),
+        cc=old.recipients_of(Kind.CC),
+        bcc=old.recipients_of(Kind.BCC),
+        reply_to=old.reply_to_mailbox,
         subject=old.subject,
         text=old.text_body,
         html=old.html_body,
@@ -67,8 +66,3 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         attachments=[Upload(*found) for found in read_attachments(message_id)],
     )
     return enqueue(draft, source=source, max_attempts=max_attempts)[0]
-
-
-def _split(addresses: str) -> list[str]:
-    """A stored address list back into its addresses."""
-    return [str(Address(display_name=n, addr_spec=a)) for n, a in getaddresses([addresses]) if a]

@@ -1,16 +1,16 @@
 """Storing new messages: one at a time or in batches, with idempotency keys and attachments."""
 
-import functools
 import hashlib
 import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from email.utils import make_msgid, parseaddr
+from email.utils import make_msgid
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
+from ..addresses import Mailbox, recipients
 from ..drafts import Draft, Upload
 from ..extensions import AUTOCOMMIT, db
 from ..models import Message, utcnow
@@ -123,10 +123,9 @@ def batch_fingerprint(drafts: Sequence[Draft]) -> str:
     return digest.hexdigest()
 
 
-@functools.lru_cache(maxsize=256)
-def _msgid_domain(from_addr: str) -> str:
+def _msgid_domain(sender: Mailbox) -> str:
     """The domain of a sender's Message-IDs: its own, if that fits the Message-ID column."""
-    domain = parseaddr(from_addr)[1].rpartition("@")[2]
+    domain = sender.domain
     return domain if domain and len(domain) <= 200 else "outbox.invalid"
 
 
@@ -138,11 +137,11 @@ def _message_row(draft: Draft, now: datetime, **values: object) -> dict[str, obj
         # make_msgid draws from the random module, which the embedding program may
         # seed (test tools do): the idstring from the OS keeps two ids apart anyway.
         "message_id": make_msgid(secrets.token_hex(8), _msgid_domain(draft.from_addr)),
-        "from_addr": draft.from_addr,
-        "to_addrs": ", ".join(draft.to),
-        "cc_addrs": ", ".join(draft.cc),
-        "bcc_addrs": ", ".join(draft.bcc),
-        "reply_to": draft.reply_to,
+        "from_addr": draft.from_addr.address,
+        "from_name": draft.from_addr.name,
+        "reply_to": draft.reply_to.address if draft.reply_to else None,
+        "reply_to_name": draft.reply_to.name if draft.reply_to else "",
+        "recipients": [r.stored() for r in recipients(draft.to, draft.cc, draft.bcc)],
         "subject": draft.subject,
         "text_body": draft.text,
         "html_body": draft.html,
@@ -158,11 +157,17 @@ def _message_row(draft: Draft, now: datetime, **values: object) -> dict[str, obj
     }
 
 
+def _listed_size(draft: Draft) -> int:
+    """About the characters of a draft's recipients as the JSON column holds them."""
+    listed = [*draft.to, *draft.cc, *draft.bcc]
+    return sum(len(m.address) + len(m.name) + 40 for m in listed)
+
+
 def _row_groups(rows: list[dict[str, object]], drafts: Sequence[Draft]) -> Iterable[range]:
     """Index ranges of rows that go in one INSERT each."""
     start, weight = 0, 0
     for index, draft in enumerate(drafts):
-        size = len(draft.text or "") + len(draft.html or "") + len(str(rows[index]["to_addrs"]))
+        size = len(draft.text or "") + len(draft.html or "") + _listed_size(draft)
         if index > start and (index - start >= INSERT_ROWS or weight + size > INSERT_BYTES):
             yield range(start, index)
             start, weight = index, 0

@@ -1,0 +1,136 @@
+"""Mail addresses as structured values: parsed once at the edge, stored and sent as parts."""
+
+import functools
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from email.headerregistry import Address
+from email.utils import getaddresses
+from enum import StrEnum
+from typing import Any
+
+from email_validator import EmailNotValidError, validate_email
+from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
+
+# Every character str.splitlines() ends a line at: the email package folds header
+# values on these too, so any of them lets a value start a header of its own.
+LINE_BREAKS = r"\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
+LINE_BREAK = re.compile(f"[{LINE_BREAKS}]")
+LINE_BREAK_PROBLEM = "must not contain a line break (CR, LF or another line separator)"
+# The everyday address: no display name, an ASCII dot-atom before the @, and letters,
+# digits, hyphens and dots after it. email_validator and the email package keep such an
+# address as it is but for its domain, so only the domain needs their (slow) checks.
+PLAIN_ADDRESS = re.compile(r"([\w+-]+(?:\.[\w+-]+)*)@([A-Za-z0-9.-]+)", re.ASCII)
+
+
+class Kind(StrEnum):
+    """Which header (or none, for Bcc) a recipient is named in."""
+
+    TO = "to"
+    CC = "cc"
+    BCC = "bcc"
+
+
+@dataclass(frozen=True, slots=True)
+class Mailbox:
+    """One address: the checked addr-spec and the display name given with it ("" for none)."""
+
+    address: str
+    name: str = ""
+
+    def __str__(self) -> str:
+        """As a person writes it: `Ann <ann@example.com>`, quoted where RFC 5322 needs it."""
+        if not self.name:
+            return self.address
+        return str(Address(display_name=self.name, addr_spec=self.address))
+
+    @property
+    def domain(self) -> str:
+        return self.address.rpartition("@")[2]
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """A mailbox a message goes to, and the header that names it."""
+
+    kind: Kind
+    mailbox: Mailbox
+
+    def stored(self) -> dict[str, str]:
+        """The JSON object of the messages.recipients column."""
+        found = {"kind": self.kind.value, "address": self.mailbox.address}
+        if self.mailbox.name:
+            found["name"] = self.mailbox.name
+        return found
+
+    @classmethod
+    def from_stored(cls, value: dict[str, Any]) -> "Recipient":
+        return cls(Kind(value["kind"]), Mailbox(value["address"], value.get("name", "")))
+
+
+def recipients(to: list[Mailbox], cc: list[Mailbox], bcc: list[Mailbox]) -> list[Recipient]:
+    """The recipients of To, Cc and Bcc in the order given, each list after the one before."""
+    found = [Recipient(Kind.TO, m) for m in to]
+    found += [Recipient(Kind.CC, m) for m in cc]
+    found += [Recipient(Kind.BCC, m) for m in bcc]
+    return found
+
+
+def parse(values: Iterable[str]) -> list[Mailbox]:
+    """The mailboxes of strings that may each hold a comma-separated list; ValueError if bad."""
+    found: list[Mailbox] = []
+    for value in values:
+        if LINE_BREAK.search(value):
+            raise ValueError(LINE_BREAK_PROBLEM)
+        if not value.strip():
+            continue
+        if plain := _plain(value):
+            found.append(plain)
+        elif len(value) <= 1000:
+            found.extend(_checked_remembered(value))
+        else:
+            found.extend(_checked(value))
+    return found
+
+
+@functools.lru_cache(maxsize=4096)
+def _domain(domain: str) -> str | None:
+    """An address domain as email_validator normalizes it, or None if it refuses it."""
+    try:
+        return validate_email(f"a@{domain}", check_deliverability=False).domain
+    except EmailNotValidError:
+        return None
+
+
+def _plain(value: str) -> Mailbox | None:
+    """A plain address as the full checks would give it, with the domain check cached.
+
+    None for anything else, which then takes the full checks.
+    """
+    match = PLAIN_ADDRESS.fullmatch(value)
+    if match is None or len(value) > 200:
+        return None
+    local, domain = match.groups()
+    if len(local) > 64 or local.lower() in CASE_INSENSITIVE_MAILBOX_NAMES:
+        return None
+    checked = _domain(domain)
+    return None if checked is None else Mailbox(f"{local}@{checked}")
+
+
+def _checked(value: str) -> tuple[Mailbox, ...]:
+    """The mailboxes of one string, each parsed and checked in full."""
+    found = []
+    for name, addr in getaddresses([value]):
+        if not addr:
+            raise ValueError(f"{value!r} is not an email address")
+        try:
+            checked = validate_email(addr, check_deliverability=False)
+        except EmailNotValidError as exc:
+            raise ValueError(f"{addr!r} is not a valid address: {exc}") from None
+        found.append(Mailbox(checked.normalized, name))
+    return tuple(found)
+
+
+# Senders and reply-to addresses come back message after message, display names and
+# all; the full checks of one are slow (bench/README).
+_checked_remembered = functools.lru_cache(maxsize=1024)(_checked)
