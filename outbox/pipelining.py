@@ -60,6 +60,8 @@ def sendmail(
             refused[recipient] = (code, reply)
         if code == 421:
             host.close()
+            if sender_refused:  # the transaction was over before this RCPT: smtplib never sends it
+                raise smtplib.SMTPSenderRefused(*sender_refused, sender)
             raise smtplib.SMTPRecipientsRefused(refused)
         if len(refused) == len(recipients) and not pipelined:
             _rset(host)

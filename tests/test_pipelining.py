@@ -53,8 +53,9 @@ class ScriptedServer(threading.Thread):
     """One SMTP session on a free loopback port, each transaction answered as its script says.
 
     As Postfix does, it answers RCPT after a refused MAIL with 503, and DATA with 503 after
-    a refused MAIL or 554 with no recipient accepted, whatever the script says. After a 421
-    it answers nothing more: it reads what is on its way until the client hangs up.
+    a refused MAIL or 554 with no recipient accepted, unless the script says 421 there (a
+    server shutting down says it to anything). After a 421 it answers nothing more: it
+    reads what is on its way until the client hangs up.
     """
 
     def __init__(self, offer: Offer, scripts: list[Script]) -> None:
@@ -94,10 +95,10 @@ class ScriptedServer(threading.Thread):
                 code, what, taken = script.mail, f"mail {number}", script.mail == 250
             elif verb == "rcpt":
                 code, what = script.rcpts[rcpt], f"rcpt {rcpt}"
-                code = code if taken else 503
+                code = code if taken or code == 421 else 503
                 rcpt, accepted = rcpt + 1, accepted + (code in (250, 251))
             elif verb == "data":
-                if taken and accepted:
+                if (taken and accepted) or script.data == 421:
                     code = script.data
                 else:
                     code = (354 if self.offer.lax else 554) if taken else 503
@@ -108,7 +109,7 @@ class ScriptedServer(threading.Thread):
             conn.sendall(f"{code} {code // 100}.0.0 {what}\r\n".encode())
             if code == 354:
                 content = _content(lines)
-                code = script.dot if accepted else 554
+                code = script.dot if accepted or script.dot == 421 else 554
                 self.read.append((".", content, code))
                 conn.sendall(f"{code} {code // 100}.0.0 dot {number}\r\n".encode())
                 taken = False
@@ -243,19 +244,21 @@ def exchange(
 RSET: Entry = ("rset", b"rset\r\n", 250)
 
 
-def as_smtplib(ours: Run, offer: Offer, mails: int) -> Run:
-    """ours with what pipelining changes undone, each checked as it is undone.
+def as_smtplib(ours: Run, offer: Offer, mails: int) -> tuple[Run, bool]:
+    """ours with what pipelining changes undone, and whether ours ended early; each checked.
 
     Where the server pipelines, outbox writes a mail's MAIL, RCPT and DATA at once, and
     the next mail's with this one's final dot. So:
     1. In a transaction refused whole (MAIL refused, or no RCPT accepted) the server also
        reads the RCPTs and DATA smtplib never sends; it refuses them (503, 554), or takes
-       an empty content and then refuses it (lax). The exception is smtplib's.
-    2. A refusal at the final dot with the next mail's commands written after it raises
+       an empty content and then refuses it (lax), or says 421. The exception is smtplib's.
+    2. If it says 421 to one of those, the connection is closed there; smtplib sends RSET
+       instead and goes on, so ours is a beginning of smtplib's run.
+    3. A refusal at the final dot with the next mail's commands written after it raises
        DataRefused, an SMTPDataError, and sends no RSET: the server reads those next.
     """
     if not (offer.esmtp and offer.pipelining):
-        return ours
+        return ours, False
     outcomes, read = list(ours.outcomes), [ours.read[0]]
     for n, sent in enumerate(ours.read[1:]):
         kept, extra = sent[:1], []
@@ -267,7 +270,7 @@ def as_smtplib(ours: Run, offer: Offer, mails: int) -> Run:
             accepted = accepted or (verb == "rcpt" and code in (250, 251))
         for verb, content, code in extra:
             lax = offer.lax and not refused and (verb, code) == ("data", 354)
-            assert code in (503, 554) or lax, (verb, code)
+            assert code in (421, 503, 554) or lax, (verb, code)
             assert verb != "." or content == b".\r\n"
         read.append(kept)
         outcome = outcomes[n]
@@ -275,7 +278,11 @@ def as_smtplib(ours: Run, offer: Offer, mails: int) -> Run:
             assert n < mails - 1 and outcome[1] != 421
             outcomes[n] = (smtplib.SMTPDataError, *outcome[1:])
             kept.append(RSET)
-    return Run(outcomes, read, ours.after, ours.writes)
+        if any(code == 421 for _, _, code in extra):
+            assert ours.after == "closed" and len(ours.read) == n + 2 and len(outcomes) == n + 1
+            kept.append(RSET)
+            return Run(outcomes, read, ours.after, ours.writes), True
+    return Run(outcomes, read, ours.after, ours.writes), False
 
 
 def check(offer: Offer, mails: list[tuple[Script, Prepared]]) -> tuple[Run, Run]:
@@ -283,7 +290,10 @@ def check(offer: Offer, mails: list[tuple[Script, Prepared]]) -> tuple[Run, Run]
     scripts, prepared = [script for script, _ in mails], [mail for _, mail in mails]
     theirs = exchange(offer, scripts, prepared, by_smtplib)
     ours = exchange(offer, scripts, prepared, by_outbox)
-    expected = as_smtplib(ours, offer, len(mails))
+    expected, ended = as_smtplib(ours, offer, len(mails))
+    if ended:  # smtplib went on after the point where ours was closed
+        n = len(expected.outcomes)
+        theirs = Run(theirs.outcomes[:n], theirs.read[: n + 1], "closed", theirs.writes)
     assert expected == theirs, f"{offer}, sending {mails}"
     return ours, theirs
 
@@ -363,6 +373,15 @@ CASES = {
     "DATA refused 554": (mail(Script(data=554)), smtplib.SMTPDataError),
     "final dot refused 552": (mail(Script(dot=552)), smtplib.SMTPDataError),
     "final dot refused 451": (mail(Script(dot=451)), smtplib.SMTPDataError),
+    # Replies to commands only a pipelining client sends: the server is shutting down.
+    "MAIL refused, then 421 to a RCPT": (
+        mail(Script(mail=550, rcpts=(250, 421))),
+        smtplib.SMTPSenderRefused,
+    ),
+    "all recipients refused, then 421 to DATA": (
+        mail(Script(rcpts=(550,), data=421)),
+        smtplib.SMTPRecipientsRefused,
+    ),
     "lines that start with a dot": (mail(Script(), DOTTED), None),
     "a content not ending in CRLF": (mail(Script(), UNENDED), None),
     "an attachment": ((Script(), Prepared("outbox@example.com", recipients(1), ATTACHED)), None),
