@@ -63,9 +63,9 @@ def sendmail(
             if sender_refused:  # the transaction was over before this RCPT: smtplib never sends it
                 raise smtplib.SMTPSenderRefused(*sender_refused, sender)
             raise smtplib.SMTPRecipientsRefused(refused)
-        if len(refused) == len(recipients) and not pipelined:
-            _rset(host)
-            raise smtplib.SMTPRecipientsRefused(refused)
+    if len(refused) == len(recipients) and not pipelined:
+        _rset(host)
+        raise smtplib.SMTPRecipientsRefused(refused)
     code, reply = _reply(host, "data", pipelined)
     if sender_refused or len(refused) == len(recipients):
         if code == 354:  # a server that took DATA with no one to deliver to: end it empty

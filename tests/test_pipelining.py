@@ -364,6 +364,7 @@ CASES = {
     ),
     "all recipients refused 5xx": (mail(Script(rcpts=(550, 553))), smtplib.SMTPRecipientsRefused),
     "452 after three recipients": (mail(Script(rcpts=(250, 250, 250, 452, 452))), None),
+    "no recipients": (mail(Script(rcpts=())), smtplib.SMTPRecipientsRefused),
     "MAIL refused 553": (mail(Script(mail=553, rcpts=(250, 250))), smtplib.SMTPSenderRefused),
     "MAIL refused 451": (mail(Script(mail=451)), smtplib.SMTPSenderRefused),
     "421 at MAIL": (mail(Script(mail=421)), smtplib.SMTPSenderRefused),
@@ -433,7 +434,7 @@ MAILS = st.builds(
     st.builds(
         Script,
         mail=replies(250),
-        rcpts=st.lists(replies(250), min_size=1, max_size=4).map(tuple),
+        rcpts=st.lists(replies(250), min_size=0, max_size=4).map(tuple),
         data=replies(354),
         dot=replies(250),
     ),
