@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from flask import current_app
 from flask_mail import Connection
 
+from . import pipelining
 from .mime import Prepared
-from .pipelining import DataRefused, envelope, pipelines, sendmail
 from .status import Outcome
 
 
@@ -228,10 +228,10 @@ def deliver(
 
 def _ahead(host: smtplib.SMTP, following: Prepared | None) -> bytes:
     """What of following to send with the end of this mail: its commands, if they can go."""
-    if following is None or not pipelines(host):
+    if following is None or not pipelining.pipelines(host):
         return b""
     try:
-        return envelope(host, following)
+        return pipelining.envelope(host, following)
     except (ValueError, UnicodeError):
         return b""  # its own send says what is wrong with it
 
@@ -249,14 +249,14 @@ def _send(session: SmtpSession, mail: Prepared, following: Prepared | None) -> R
     try:
         host.ehlo_or_helo_if_needed()  # what the server offers decides on sending ahead
         then = _ahead(host, following)
-        refused = sendmail(
+        refused = pipelining.sendmail(
             host, mail.sender, mail.recipients, mail.data, written=written, then=then
         )
     except smtplib.SMTPRecipientsRefused as exc:
         if any(code == 421 for code, _ in exc.recipients.values()):
             session.drop()  # sendmail has closed the connection
         return classify(exc)  # otherwise sendmail has reset the session
-    except DataRefused as exc:
+    except pipelining.DataRefused as exc:
         session.ahead = following  # the transaction ended at the dot; the next one is under way
         return classify(exc)
     except smtplib.SMTPResponseException as exc:
