@@ -1,9 +1,9 @@
 """A stored row as the bytes of a mail: Flask-Mail's message, and the same bytes written directly.
 
 Flask-Mail builds a tree of email.mime objects that the email package's generator then
-writes out, at about half a millisecond of CPU for a small message: most of what a worker
-spends on one. prepare() writes the common shapes (a text part, or text and HTML as
-alternatives, no attachments) straight to bytes, the very bytes OutgoingMessage.render()
+writes out, which was most of what a worker spent on a small message (bench/README).
+prepare() writes the common shapes (a text part, or text and HTML as alternatives, no
+attachments) straight to bytes, the very bytes OutgoingMessage.render()
 writes for them (tests/test_mime.py compares the two on generated messages), and hands
 every other shape to Flask-Mail.
 """
@@ -50,8 +50,8 @@ def boundary() -> str:
 class WirePolicy(Compat32):
     """The legacy policy with SMTP's line ends, writing short ASCII header lines as they are.
 
-    Flask-Mail renders with policy.SMTP, whose header parsing and refolding cost about
-    3 ms per small message here, ten times the rest of a send. Flask-Mail has already
+    Flask-Mail renders with policy.SMTP, whose header parsing and refolding cost more than
+    the rest of a send (bench/README). Flask-Mail has already
     encoded the subject, addresses and file names to ASCII, and build() encodes the
     extra headers, so nothing is left for the modern policy to do. The legacy folding
     still runs a Header through every line; lines that need no folding skip it.

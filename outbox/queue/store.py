@@ -68,9 +68,8 @@ def _as_stored(pk: int, row: dict[str, object]) -> Message:
     """A Message holding the row just stored, outside any session.
 
     Made as the ORM makes the objects of rows it loads: without __init__, the values put
-    in the instance's dict. Message(**row) sets each column through the attribute events
-    and history, to track changes that nothing will flush: an enqueue request took about
-    8% more instructions with it.
+    in the instance's dict. Message(**row) would set each column through the attribute
+    events and history, to track changes that nothing will flush (its cost: bench/README).
     """
     message: Message = Message.__mapper__.class_manager.new_instance()
     message.__dict__.update(row, id=pk)
