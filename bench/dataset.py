@@ -114,11 +114,12 @@ def database(url: str, *, recreate: bool) -> None:
         server.dispose()
 
 
-def _addresses(rng: random.Random) -> tuple[str, str]:
+def _addresses(rng: random.Random) -> tuple[list[dict[str, str]], str]:
+    """One or two recipients as the recipients column holds them, and a first name."""
     first, last = rng.choice(FIRST), rng.choice(LAST)
-    to = f"{first}.{last}@{rng.choice(DOMAINS)}"
+    to = [{"kind": "to", "address": f"{first}.{last}@{rng.choice(DOMAINS)}"}]
     if rng.random() < 0.1:
-        to += f", {rng.choice(FIRST)}@{rng.choice(DOMAINS)}"
+        to.append({"kind": "to", "address": f"{rng.choice(FIRST)}@{rng.choice(DOMAINS)}"})
     return to, first.title()
 
 
@@ -148,7 +149,7 @@ def _row(
     keyed = rng.random() < 0.5
     message = dict(
         id=pk, message_id=f"<{pk}.{rng.getrandbits(48):012x}@example.com>",
-        from_addr="Acme <noreply@example.com>", to_addrs=to, cc_addrs="", bcc_addrs="",
+        from_addr="noreply@example.com", from_name="Acme", recipients=to, reply_to_name="",
         reply_to="support@example.com" if rng.random() < 0.2 else None, subject=subject,
         text_body=text, html_body=markup if rng.random() < 0.8 else None,
         headers={"List-Unsubscribe": f"<https://example.com/u/{pk}>"} if pk % 10 == 3 else None,

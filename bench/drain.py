@@ -231,13 +231,14 @@ def sample_mail(attachment_sizes: list[int]) -> tuple[str, list[str], bytes]:
     rows = next(queued_rows(1))
     row = rows[0]
     mail = EmailMessage(policy=SMTP)
-    mail["From"], mail["To"], mail["Subject"] = row["from_addr"], row["to_addrs"], row["subject"]
+    recipients = [r["address"] for r in row["recipients"]]
+    mail["From"] = f"{row['from_name']} <{row['from_addr']}>"
+    mail["To"], mail["Subject"] = ", ".join(recipients), row["subject"]
     mail["Message-ID"] = row["message_id"]
     mail.set_content(row["text_body"])
     mail.add_alternative(row["html_body"], subtype="html")
     for n, size in enumerate(attachment_sizes):
         mail.add_attachment(os.urandom(size), "application", "pdf", filename=f"report-{n}.pdf")
-    recipients = [addr.strip() for addr in row["to_addrs"].split(",")]
     return "noreply@example.com", recipients, mail.as_bytes()
 
 

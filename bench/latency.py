@@ -29,6 +29,7 @@ from flask_migrate import upgrade
 from smtpsink import free_port
 
 from outbox import queue
+from outbox.addresses import Mailbox
 from outbox.drafts import Draft
 from outbox.extensions import db
 
@@ -91,7 +92,8 @@ def main() -> int:
         time.sleep(2.0)  # the first pass runs at start; let it find the queue empty
         for n in range(args.messages):
             time.sleep(pick.uniform(0.1, 1.0) * args.poll)
-            draft = Draft(from_addr="bench@example.com", to=["rcpt@example.com"], text=f"{n}")
+            draft = Draft(from_addr=Mailbox("bench@example.com"), to=[Mailbox("rcpt@example.com")],
+                          text=f"{n}")  # fmt: skip
             with app.app_context():
                 message, _ = queue.enqueue(draft, source="bench", max_attempts=3)
                 db.session.remove()
