@@ -168,9 +168,6 @@ class OutgoingMessage(Message):
         texts.append(rest)
         return Rendered(texts, bodies)
 
-    def as_bytes(self) -> bytes:
-        return b"".join(self.render().pieces())
-
     # The envelope, from the stored addresses (build sets them).
     envelope_from: str = ""
     envelope_to: list[str] = []

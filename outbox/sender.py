@@ -13,7 +13,7 @@ from flask_mail import Connection
 
 from . import pipelining
 from .mime import Prepared
-from .status import Outcome
+from .status import WATCHDOG_LATENESS, Outcome
 
 
 @dataclass(frozen=True)
@@ -50,9 +50,10 @@ class TimedConnection(Connection):
 class Watchdog:
     """One thread that calls on_expiry once a deadline has passed; armed anew for each send.
 
-    It looks at the deadline at least eight times per armed period, so it fires at most
-    an eighth of the period late. Arming and disarming never wake it: a timer thread per
-    message, or a notify per message, cost more than the rest of the bookkeeping.
+    It looks at the deadline once per WATCHDOG_LATENESS of the armed period, so it fires at
+    most that much late (status.Lease counts on it). Arming and disarming never wake it:
+    a timer thread per message, or a notify per message, cost more than the rest of the
+    bookkeeping.
     """
 
     def __init__(self, on_expiry: Callable[[], None]) -> None:
@@ -66,7 +67,7 @@ class Watchdog:
     def arm(self, seconds: float) -> None:
         with self.changed:
             self.deadline = time.monotonic() + seconds
-            self.tick = seconds / 8
+            self.tick = seconds * WATCHDOG_LATENESS
             if self.thread is None:
                 self.thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
                 self.thread.start()
