@@ -3,7 +3,8 @@
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from .drafts import HEADER_NAME, LINE_BREAKS, LINE_CHARS, PRIORITY_RANGE, RESERVED_HEADERS
+from .checks import LINE_BREAKS
+from .schema import HEADER_NAME, LINE_CHARS, PRIORITY_RANGE, RESERVED_HEADERS
 from .status import Status
 
 Schema = dict[str, Any]
