@@ -271,3 +271,20 @@ def field_errors(exc: ValidationError) -> dict[str, str]:
         WIRE_NAMES.get(str(error["loc"][0]), str(error["loc"][0])): str(error["ctx"]["error"])
         for error in exc.errors()
     }
+
+
+def _form_kind(annotation: Any) -> str | None:
+    if annotation == list[str]:
+        return "repeated"  # a form repeats the field for several values
+    if annotation == list[Upload]:
+        return "files"  # in multipart only
+    return None if annotation == dict[str, str] else "text"
+
+
+# How an HTML form (urlencoded, multipart, the compose page) carries each field it can:
+# objects (headers) only come in JSON.
+FORM_KINDS = {
+    WIRE_NAMES[name]: kind
+    for name, field in NewMessage.model_fields.items()
+    if (kind := _form_kind(field.annotation))
+}

@@ -2,7 +2,9 @@
 
 import dataclasses
 
-from outbox import schema
+import sqlalchemy as sa
+
+from outbox import models, schema, wire
 from outbox.drafts import Draft
 
 
@@ -13,3 +15,19 @@ def test_each_field_of_the_schema_is_an_attribute_of_the_draft():
         "send_after", "headers", "attachments"]  # fmt: skip
     assert set(schema.NewMessage.model_fields) == {f.name for f in dataclasses.fields(Draft)}
     assert schema.WIRE_NAMES["from_addr"] == "from"
+
+
+def test_forms_carry_every_field_but_the_headers():
+    assert schema.FORM_KINDS == {
+        "to": "repeated", "cc": "repeated", "bcc": "repeated", "from": "text",
+        "reply_to": "text", "subject": "text", "html": "text", "text": "text",
+        "priority": "text", "send_after": "text", "attachments": "files"}  # fmt: skip
+
+
+def test_an_answer_shows_columns_of_the_stored_message():
+    columns = set(sa.inspect(models.Message).columns.keys())
+    assert set(wire.Message.model_fields) <= columns
+    shown = [name for name, _, _ in wire._SHOWN]
+    assert shown[:5] == ["id", "message_id", "status", "from", "to"]
+    assert [name for name, _, is_time in wire._SHOWN if is_time] == [
+        "created_at", "send_after", "next_attempt_at", "last_retry", "sent_at"]  # fmt: skip
