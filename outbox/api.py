@@ -3,21 +3,42 @@
 from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, g, jsonify, request, url_for
+from flask.blueprints import BlueprintSetupState
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from . import openapi, queue, tokens
 from .checks import Upload, check_upload
 from .drafts import Draft, DraftError, build_draft
-from .extensions import db
+from .extensions import csrf, db
 from .models import Message
 from .schema import FORM_KINDS, WIRE_NAMES
 from .wire import BATCH_KEY, BATCH_LIMIT, IDEMPOTENCY_KEY, message_json
 
 bp = Blueprint("api", __name__, url_prefix="/api")
+# What an API answer (JSON, never rendered) needs: not to be sniffed as a page, framed
+# or allowed to load anything.
+API_HEADERS = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+]
 # The fields a form repeats for several values, and those multipart sends files in.
 REPEATED = [name for name, kind in FORM_KINDS.items() if kind == "repeated"]
 FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]
+
+
+@bp.record_once
+def exempt_from_csrf(state: BlueprintSetupState) -> None:
+    """Clients send a token with each request, never a cookie: there is no CSRF to stop."""
+    csrf.exempt(bp)
+
+
+@bp.after_request
+def api_headers(response: Response) -> Response:
+    """The API's own headers, on every answer it gives."""
+    for name, value in API_HEADERS:
+        response.headers.setdefault(name, value)
+    return response
 
 
 def _error(code: int, message: str, **extra: Any) -> Response:
@@ -45,8 +66,8 @@ def unrouted(exc: HTTPException) -> Response | HTTPException:
     Routing fails before a blueprint is known, so the blueprint's own handler never sees
     these; pages keep Werkzeug's answer.
     """
-    if request.path.startswith("/api/"):
-        return http_error(exc)
+    if request.path.startswith(f"{bp.url_prefix}/"):
+        return api_headers(http_error(exc))
     return exc
 
 
