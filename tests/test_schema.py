@@ -6,6 +6,7 @@ import sqlalchemy as sa
 
 from outbox import models, schema, wire
 from outbox.drafts import Draft
+from outbox.web.forms import ComposeForm
 
 
 def test_each_field_of_the_schema_is_an_attribute_of_the_draft():
@@ -22,6 +23,19 @@ def test_forms_carry_every_field_but_the_headers():
         "to": "repeated", "cc": "repeated", "bcc": "repeated", "from": "text",
         "reply_to": "text", "subject": "text", "html": "text", "text": "text",
         "priority": "text", "send_after": "text", "attachments": "files"}  # fmt: skip
+
+
+def test_the_compose_form_has_a_labelled_control_for_each_form_field():
+    controls = {name: getattr(ComposeForm, name) for name in dir(ComposeForm)}
+    controls = {name: c for name, c in controls.items() if hasattr(c, "_formfield")}
+    assert set(controls) == {ComposeForm.name_of(name) for name in schema.FORM_KINDS}
+    for name, field in schema.NewMessage.model_fields.items():
+        wire_name = schema.WIRE_NAMES[name]
+        if wire_name in schema.FORM_KINDS:
+            assert controls[ComposeForm.name_of(wire_name)].args == (field.title,)
+    assert controls["priority"].kwargs["default"] == "0"
+    assert controls["text"].field_class.__name__ == "TextAreaField"
+    assert controls["subject"].field_class.__name__ == "StringField"
 
 
 def test_an_answer_shows_columns_of_the_stored_message():
