@@ -16,7 +16,7 @@ from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
 # values on these too, so any of them lets a value start a header of its own.
 LINE_BREAKS = r"\r\n\x0b\x0c\x1c-\x1e\x85\u2028\u2029"
 LINE_BREAK = re.compile(f"[{LINE_BREAKS}]")
-LINE_BREAK_PROBLEM = "must not contain a line break (CR, LF or another line separator)"
+LINE_BREAK_ERROR = "must not contain a line break (CR, LF or another line separator)"
 # The everyday address: no display name, an ASCII dot-atom before the @, and letters,
 # digits, hyphens and dots after it. email_validator and the email package keep such an
 # address as it is but for its domain, so only the domain needs their (slow) checks.
@@ -81,7 +81,7 @@ def parse(values: Iterable[str]) -> list[Mailbox]:
     found: list[Mailbox] = []
     for value in values:
         if LINE_BREAK.search(value):
-            raise ValueError(LINE_BREAK_PROBLEM)
+            raise ValueError(LINE_BREAK_ERROR)
         if not value.strip():
             continue
         if plain := _plain(value):

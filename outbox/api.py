@@ -1,49 +1,44 @@
 """The HTTP API other web apps use: enqueue a message, read it, resend or cancel it."""
 
-import re
-from datetime import datetime
 from typing import Any
 
 from flask import Blueprint, Response, abort, current_app, g, jsonify, request, url_for
+from flask.blueprints import BlueprintSetupState
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from . import openapi, queue, tokens
-from .addresses import Kind
-from .drafts import Draft, DraftError, Upload, build_draft, check_upload
-from .extensions import db
+from .checks import Upload, check_upload
+from .drafts import Draft, DraftError, build_draft
+from .extensions import csrf, db
 from .models import Message
+from .schema import FORM_KINDS, WIRE_NAMES
+from .wire import BATCH_KEY, BATCH_LIMIT, IDEMPOTENCY_KEY, message_json
 
 bp = Blueprint("api", __name__, url_prefix="/api")
+# What an API answer (JSON, never rendered) needs: not to be sniffed as a page, framed
+# or allowed to load anything.
+API_HEADERS = [
+    ("X-Content-Type-Options", "nosniff"),
+    ("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'"),
+]
+# The fields a form repeats for several values, and those multipart sends files in.
+REPEATED = [name for name, kind in FORM_KINDS.items() if kind == "repeated"]
+FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]
 
-IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+
+@bp.record_once
+def exempt_from_csrf(state: BlueprintSetupState) -> None:
+    """Clients send a token with each request, never a cookie: there is no CSRF to stop."""
+    csrf.exempt(bp)
 
 
-def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat(timespec="seconds") + "Z" if moment else None
-
-
-def message_json(message: Message) -> dict[str, Any]:
-    """What the API tells about a message."""
-    return {
-        "id": message.id,
-        "message_id": message.message_id,
-        "status": message.status,
-        "from": str(message.sender),
-        "to": [str(m) for m in message.recipients_of(Kind.TO)],
-        "cc": [str(m) for m in message.recipients_of(Kind.CC)],
-        "bcc": [str(m) for m in message.recipients_of(Kind.BCC)],
-        "subject": message.subject,
-        "priority": message.priority,
-        "attempts": message.attempts,
-        "max_attempts": message.max_attempts,
-        "created_at": _iso(message.created_at),
-        "send_after": _iso(message.send_after),
-        "next_attempt_at": _iso(message.next_attempt_at),
-        "last_retry": _iso(message.last_retry),
-        "last_error": message.last_error,
-        "sent_at": _iso(message.sent_at),
-    }
+@bp.after_request
+def api_headers(response: Response) -> Response:
+    """The API's own headers, on every answer it gives."""
+    for name, value in API_HEADERS:
+        response.headers.setdefault(name, value)
+    return response
 
 
 def _error(code: int, message: str, **extra: Any) -> Response:
@@ -71,8 +66,8 @@ def unrouted(exc: HTTPException) -> Response | HTTPException:
     Routing fails before a blueprint is known, so the blueprint's own handler never sees
     these; pages keep Werkzeug's answer.
     """
-    if request.path.startswith("/api/"):
-        return http_error(exc)
+    if request.path.startswith(f"{bp.url_prefix}/"):
+        return api_headers(http_error(exc))
     return exc
 
 
@@ -117,8 +112,8 @@ def _request_fields() -> dict[str, Any]:
     if request.mimetype not in ("application/x-www-form-urlencoded", "multipart/form-data"):
         raise DraftError({"body": "send JSON, a form, or multipart/form-data"})
     form = request.form
-    fields: dict[str, Any] = {k: form.get(k) for k in form if k not in ("to", "cc", "bcc")}
-    for name in ("to", "cc", "bcc"):
+    fields: dict[str, Any] = {k: form.get(k) for k in WIRE_NAMES.values() if k in form}
+    for name in REPEATED:
         fields[name] = form.getlist(name)
     return fields
 
@@ -127,11 +122,12 @@ def _uploads() -> tuple[list[Upload], dict[str, str]]:
     """The checked files of a multipart body, and what is wrong with them."""
     uploads: list[Upload] = []
     errors: dict[str, str] = {}
-    for item in request.files.getlist("attachments"):
-        try:
-            uploads.append(check_upload(item.filename or "", item.mimetype, item.read()))
-        except ValueError as exc:
-            errors["attachments"] = str(exc)
+    for name in FILES:
+        for item in request.files.getlist(name):
+            try:
+                uploads.append(check_upload(item.filename or "", item.mimetype, item.read()))
+            except ValueError as exc:
+                errors[name] = str(exc)
     return uploads, errors
 
 
@@ -179,12 +175,6 @@ def create_message() -> Response:
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     return response
-
-
-BATCH_LIMIT = 1000  # messages in one batch request
-# Shorter than a single message's key: each message of a batch stores the key with its
-# place in the batch appended, within the same 255-character column.
-BATCH_KEY = re.compile(r"^[\x21-\x7e]{1,250}$")
 
 
 class BatchRefused(Exception):

@@ -1,107 +1,63 @@
 """The OpenAPI 3.1 description of the HTTP API in api.py, served at /api/openapi.json."""
 
+import functools
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from .addresses import LINE_BREAKS
-from .drafts import HEADER_NAME, LINE_CHARS, PRIORITY_RANGE, RESERVED_HEADERS
-from .status import Status
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode
+
+from .schema import FORM_KINDS, NewMessage
+from .wire import BATCH_KEY, BATCH_LIMIT, IDEMPOTENCY_KEY, Message
 
 Schema = dict[str, Any]
-
-# api.IDEMPOTENCY_KEY, BATCH_KEY and BATCH_LIMIT, written out here because api.py
-# imports this module.
-IDEMPOTENCY_KEY = r"^[\x21-\x7e]{1,255}$"
-BATCH_KEY = r"^[\x21-\x7e]{1,250}$"
-BATCH_LIMIT = 1000
-ONE_LINE = f"^[^{LINE_BREAKS}]*$"
-# Formats of our own (OpenAPI leaves format open): RFC 5322 terms for what
-# drafts.parse_addresses reads, each address with or without a display name.
-MAILBOX: Schema = {"type": "string", "format": "mailbox", "pattern": ONE_LINE}
-MAILBOX_LIST: Schema = {"type": "string", "format": "mailbox-list", "pattern": ONE_LINE}
-TO: Schema = {"anyOf": [MAILBOX_LIST, {"type": "array", "items": MAILBOX_LIST, "minItems": 1}]}
-RECIPIENTS: Schema = {"anyOf": [*TO["anyOf"], {"type": "array", "maxItems": 0}, {"type": "null"}]}
-WHEN: Schema = {"type": ["string", "null"], "format": "date-time"}
+COMPONENTS = "#/components/schemas/{model}"
+FILE = {"type": "string", "contentMediaType": "application/octet-stream"}  # in multipart
 
 
 def _ref(name: str) -> Schema:
     return {"$ref": f"#/components/{name}"}
 
 
-def _message_fields(form: bool) -> dict[str, Schema]:
-    """The fields of POST /api/messages; a form has no headers and sends only text."""
-    low, high = PRIORITY_RANGE
-    # A form repeats the field for several values.
-    listed = {"type": "array", "items": MAILBOX_LIST}
-    to, copies = ({**listed, "minItems": 1}, listed) if form else (TO, RECIPIENTS)
-    fields: dict[str, Schema] = {
-        "to": {**to, "description": "At least one address."},
-        "cc": copies,
-        "bcc": copies,
-        "from": {**MAILBOX, "maxLength": LINE_CHARS, "description": "Default: the default sender."},
-        "reply_to": {**MAILBOX, "maxLength": LINE_CHARS},
-        "subject": {"type": "string", "maxLength": LINE_CHARS, "pattern": ONE_LINE},
-        "text": {"type": "string", "description": "A text or an html body is required."},
-        "html": {"type": "string"},
-        "priority": {
-            "type": "integer",
-            "minimum": low,
-            "maximum": high,
-            "default": 0,
-            "description": "Higher goes first.",
-        },
-        "send_after": {
-            "type": "string",
-            "format": "date-time",
-            "description": "ISO 8601; a time without a zone is UTC.",
-        },
-    }
-    if form:
-        fields["priority"] = {"type": "string", "pattern": r"^[-+]?[0-9]{1,6}$"}
-        return fields
-    for name in ("from", "reply_to", "subject", "text", "html", "send_after"):
-        fields[name] = {**fields[name], "type": ["string", "null"]}
-    fields["headers"] = {
-        "type": "object",
-        "description": "Extra headers; not those outbox writes itself (any case).",
-        "propertyNames": {
-            "pattern": HEADER_NAME.pattern,
-            "not": {"enum": sorted(RESERVED_HEADERS)},
-        },
-        "additionalProperties": {"type": "string", "pattern": ONE_LINE},
-    }
-    fields["attachments"] = {"type": "array", "items": _ref("schemas/Attachment")}
-    return fields
+def _model(model: type[BaseModel], mode: JsonSchemaMode = "validation") -> tuple[Schema, Schema]:
+    """A model's JSON Schema, and the schemas it refers to (in components)."""
+    schema = model.model_json_schema(ref_template=COMPONENTS, mode=mode)
+    return schema, schema.pop("$defs", {})
 
 
-def _json_message() -> Schema:
-    """One message as a JSON object."""
-    a_body = [
-        {"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
-        for name in ("text", "html")
-    ]
-    return {
-        "type": "object",
-        "required": ["to"],
-        "anyOf": a_body,
-        "properties": _message_fields(form=False),
-    }
+def _form_field(kind: str, shape: Schema) -> Schema:
+    """What a form sends for a field of the JSON shape: text, repeated for a list."""
+    noted = {k: shape[k] for k in ("title", "description") if k in shape}
+    branches = [b for b in shape.get("anyOf", [shape]) if b.get("type") != "null"]
+    if kind == "repeated":
+        return {**next(b for b in branches if b.get("type") == "array"), **noted}
+    (value,) = branches
+    if value.get("type") == "integer":  # digits, a few enough that any match is in range
+        digits = len(str(min(-value["minimum"], value["maximum"]))) - 1
+        value = {"type": "string", "pattern": f"^[-+]?[0-9]{{1,{digits}}}$"}
+    return {**value, **noted}
+
+
+def _form(json_body: Schema, files: bool) -> Schema:
+    """A form body: the fields a form carries, as it sends them; files only in multipart."""
+    properties: dict[str, Schema] = {}
+    for name, kind in FORM_KINDS.items():
+        if kind != "files":
+            properties[name] = _form_field(kind, json_body["properties"][name])
+        elif files:
+            properties[name] = {"type": "array", "items": FILE}
+    required = {k: json_body[k] for k in ("type", "required", "anyOf")}
+    return {**required, "properties": properties}
 
 
 def _request_body() -> Schema:
-    json_body = _json_message()
-    form_body = {**json_body, "properties": _message_fields(form=True)}
-    files = {
-        "type": "array",
-        "items": {"type": "string", "contentMediaType": "application/octet-stream"},
-    }
-    multipart = {**form_body, "properties": {**form_body["properties"], "attachments": files}}
+    json_body, _ = _model(NewMessage)
     return {
         "required": True,
         "content": {
-            "application/json": {"schema": json_body},
-            "application/x-www-form-urlencoded": {"schema": form_body},
-            "multipart/form-data": {"schema": multipart},
+            "application/json": {"schema": _ref("schemas/NewMessage")},
+            "application/x-www-form-urlencoded": {"schema": _form(json_body, files=False)},
+            "multipart/form-data": {"schema": _form(json_body, files=True)},
         },
     }
 
@@ -151,7 +107,7 @@ def _create() -> Schema:
         "name": "Idempotency-Key",
         "in": "header",
         "required": False,
-        "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY},
+        "schema": {"type": "string", "pattern": IDEMPOTENCY_KEY.pattern},
         "description": "Per token: a repeat answers the first message and queues nothing.",
     }
     created = _answer(
@@ -183,7 +139,7 @@ def _create_batch() -> Schema:
         "name": "Idempotency-Key",
         "in": "header",
         "required": False,
-        "schema": {"type": "string", "pattern": BATCH_KEY},
+        "schema": {"type": "string", "pattern": BATCH_KEY.pattern},
         "description": "Per token, apart from the keys of single messages: a repeat of the "
         "batch answers the first one and queues nothing.",
     }
@@ -195,7 +151,7 @@ def _create_batch() -> Schema:
                 "type": "array",
                 "minItems": 1,
                 "maxItems": BATCH_LIMIT,
-                "items": _json_message(),
+                "items": _ref("schemas/NewMessage"),
                 "description": "Checked as POST /api/messages checks one message; "
                 "attachments are stored as there.",
             }
@@ -226,26 +182,9 @@ def _create_batch() -> Schema:
 
 
 def _schemas() -> dict[str, Schema]:
-    when: Schema = {"type": "string", "format": "date-time"}
-    message: dict[str, Schema] = {
-        "id": {"type": "integer"},
-        "message_id": {"type": "string"},
-        "status": {"enum": [s.value for s in Status]},
-        "from": {"type": "string"},
-        "to": {"type": "array", "items": {"type": "string"}},
-        "cc": {"type": "array", "items": {"type": "string"}},
-        "bcc": {"type": "array", "items": {"type": "string"}},
-        "subject": {"type": "string"},
-        "priority": {"type": "integer"},
-        "attempts": {"type": "integer"},
-        "max_attempts": {"type": "integer"},
-        "created_at": when,
-        "send_after": WHEN,
-        "next_attempt_at": when,
-        "last_retry": WHEN,
-        "last_error": {"type": ["string", "null"]},
-        "sent_at": WHEN,
-    }
+    new_message, new_refs = _model(NewMessage)
+    message, message_refs = _model(Message, "serialization")
+    shown = message["properties"]
     error = {"error": {"type": "string"}}
     errors = {"type": "object", "additionalProperties": {"type": "string"}}
 
@@ -257,41 +196,22 @@ def _schemas() -> dict[str, Schema]:
             "additionalProperties": False,
         }
 
-    queued = closed({"id": message["id"], "message_id": message["message_id"]})
+    queued = closed({"id": shown["id"], "message_id": shown["message_id"]})
     # A fault of the whole body has no index.
-    where: dict[str, Schema] = {
-        "index": {"type": "integer", "minimum": 0},
-        "field": {"type": "string"},
-    }
-    problem = closed({**where, "error": {"type": "string"}}, "field", "error")
+    problem = closed({"index": {"type": "integer", "minimum": 0}, "field": {"type": "string"},
+                      "error": {"type": "string"}}, "field", "error")  # fmt: skip
     return {
-        "Message": closed(message),
+        **new_refs,
+        **message_refs,
+        "NewMessage": new_message,
+        "Message": message,
         "Error": closed(error),
         "BadRequest": closed({**error, "errors": errors}, "error"),
         "BadFields": closed({**error, "errors": errors}),
         "KeyReused": closed({**error, "id": {"type": "integer"}}),
-        "MoveRefused": closed({**error, "status": message["status"]}),
+        "MoveRefused": closed({**error, "status": shown["status"]}),
         "Batch": closed({"messages": {"type": "array", "items": queued}}),
         "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
-        "Attachment": {
-            "type": "object",
-            "required": ["filename", "content"],
-            "properties": {
-                "filename": {
-                    "type": "string",
-                    "minLength": 1,
-                    "pattern": ONE_LINE,
-                    "description": "Folders are dropped; at most 255 characters.",
-                },
-                "content_type": {
-                    "type": ["string", "null"],
-                    "pattern": r"^[\w.+-]{1,127}/[\w.+-]{1,127}(;.*)?$",
-                    "description": "Guessed from the file name when missing.",
-                },
-                # byte: OpenAPI 3.0's name for base64, which tools still read.
-                "content": {"type": "string", "format": "byte", "contentEncoding": "base64"},
-            },
-        },
     }
 
 
@@ -321,8 +241,9 @@ def _version() -> str:
         return "0"
 
 
+@functools.cache
 def document() -> dict[str, Any]:
-    """The whole OpenAPI document."""
+    """The whole OpenAPI document, made once."""
     return {
         "openapi": "3.1.0",
         "info": {

@@ -1,15 +1,20 @@
 """The staff pages' forms; Flask-WTF adds the CSRF token to each."""
 
+from typing import Any
+
 from flask_wtf import FlaskForm
 from wtforms import (
     BooleanField,
     EmailField,
+    Field,
     MultipleFileField,
     PasswordField,
     StringField,
     TextAreaField,
 )
 from wtforms.validators import DataRequired
+
+from ..schema import FORM_KINDS, NewMessage
 
 
 class SignInForm(FlaskForm):
@@ -18,22 +23,39 @@ class SignInForm(FlaskForm):
 
 
 class ComposeForm(FlaskForm):
-    """Every field is checked by drafts.build_draft, the same checks the API makes."""
+    """The fields a form carries of schema.NewMessage, labelled with their titles.
 
-    sender = StringField("From")
-    to = StringField("To")
-    cc = StringField("Cc")
-    bcc = StringField("Bcc")
-    reply_to = StringField("Reply-To")
-    subject = StringField("Subject")
-    text = TextAreaField("Text body")
-    html = TextAreaField("HTML body")
-    priority = StringField("Priority", default="0")
-    send_after = StringField("Send after (UTC)")
-    attachments = MultipleFileField("Attachments")
+    drafts.build_draft checks them, the same checks the API makes.
+    """
 
-    # Draft field names that differ from the form's.
-    DRAFT_NAMES = {"from": "sender"}
+    # Form field names that differ from the wire's: "from" is a Python keyword, which a
+    # WTForms field cannot be named.
+    FORM_NAMES = {"from": "sender"}
+
+    @classmethod
+    def name_of(cls, wire_name: str) -> str:
+        """The form field of a message field."""
+        return cls.FORM_NAMES.get(wire_name, wire_name)
+
+
+def _control(kind: str, shape: dict[str, Any]) -> Field:
+    """A text area for text that may span lines, files for attachments, a line otherwise."""
+    label, default = shape["title"], shape.get("default")
+    if kind == "files":
+        return MultipleFileField(label)
+    (value, *_) = [b for b in shape.get("anyOf", [shape]) if b.get("type") != "null"]
+    if value == {"type": "string"}:  # neither one line (pattern) nor a format
+        return TextAreaField(label)
+    return StringField(label, default=None if default is None else str(default))
+
+
+def _add_message_fields() -> None:
+    shapes = NewMessage.model_json_schema()["properties"]
+    for name, kind in FORM_KINDS.items():
+        setattr(ComposeForm, ComposeForm.name_of(name), _control(kind, shapes[name]))
+
+
+_add_message_fields()
 
 
 class ActionForm(FlaskForm):

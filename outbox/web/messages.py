@@ -19,9 +19,11 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from .. import queue, reports
-from ..drafts import DraftError, build_draft, check_upload
+from ..checks import check_upload
+from ..drafts import DraftError, build_draft
 from ..extensions import db
 from ..models import Attachment, AttachmentChunk, Attempt, Message
+from ..schema import FORM_KINDS
 from ..status import Status
 from .forms import ActionForm, ComposeForm, ResendAllForm
 
@@ -34,6 +36,7 @@ SEARCH_CHARS = 998
 ID_RANGE = range(1, 2**63)  # ids are 64-bit: past that, PostgreSQL and SQLite raise errors
 # What the HTML body of a message may do inside its iframe: show itself, nothing more.
 BODY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]  # compose's uploads
 
 
 def fragment(template: str, status: int = 200, /, **context: Any) -> Response:
@@ -194,23 +197,24 @@ def resend_failed() -> ResponseReturnValue:
 def compose() -> ResponseReturnValue:
     form = ComposeForm()
     if request.method == "GET":
-        form.sender.data = current_app.config["MAIL_DEFAULT_SENDER"] or ""
+        form[ComposeForm.name_of("from")].data = current_app.config["MAIL_DEFAULT_SENDER"] or ""
     if not form.validate_on_submit():
         status = 422 if request.method == "POST" else 200
         return render_template("messages/new.html", form=form), status
     try:
         draft = build_draft(_draft_fields(form), current_app.config["MAIL_DEFAULT_SENDER"])
-        for upload in request.files.getlist(form.attachments.name):
-            if upload.filename:
-                draft.attachments.append(check_upload(upload.filename, upload.mimetype,
-                                                      upload.read()))  # fmt: skip
+        for name in FILES:
+            for upload in request.files.getlist(ComposeForm.name_of(name)):
+                if upload.filename:
+                    draft.attachments.append(check_upload(upload.filename, upload.mimetype,
+                                                          upload.read()))  # fmt: skip
         limit = current_app.config["MAX_MESSAGE_BYTES"]
         if draft.size() > limit:
             raise DraftError({"attachments": f"bodies and attachments exceed {limit:,} bytes"})
     except (DraftError, ValueError) as exc:
         errors = exc.errors if isinstance(exc, DraftError) else {"attachments": str(exc)}
         for name, problem in errors.items():
-            field = getattr(form, ComposeForm.DRAFT_NAMES.get(name, name), form.to)
+            field = form[ComposeForm.name_of(name)] if name in FORM_KINDS else form.to
             field.errors = [*field.errors, problem]
         return render_template("messages/new.html", form=form), 422
     message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
@@ -219,8 +223,9 @@ def compose() -> ResponseReturnValue:
 
 
 def _draft_fields(form: ComposeForm) -> dict[str, Any]:
-    fields = {name: getattr(form, name).data for name in
-              ("to", "cc", "bcc", "reply_to", "subject", "text", "html", "priority")}  # fmt: skip
-    fields["from"] = form.sender.data
-    fields["send_after"] = form.send_after.data
-    return fields
+    """The message's fields as the form holds them, by their names on the wire."""
+    return {
+        name: form[ComposeForm.name_of(name)].data
+        for name, kind in FORM_KINDS.items()
+        if kind != "files"
+    }

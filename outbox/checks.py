@@ -1,0 +1,110 @@
+"""The checks of a message's values: line breaks, storable text, attachments.
+
+Addresses are addresses.py's: parsed there once, into parts.
+"""
+
+import base64
+import binascii
+import mimetypes
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .addresses import LINE_BREAK as LINE_BREAK
+from .addresses import LINE_BREAK_ERROR as LINE_BREAK_ERROR
+from .addresses import LINE_BREAKS as LINE_BREAKS
+
+# Neither a mail nor every database can hold these: NUL (PostgreSQL refuses it in text)
+# and lone surrogates, which JSON's "\ud800" escapes let in and UTF-8 cannot encode.
+UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+UNSTORABLE_ERROR = "must not contain NUL characters or lone surrogates"
+ONE_LINE = f"^[^{LINE_BREAKS}]*$"  # as a JSON Schema pattern
+MIME_TYPE = re.compile(r"^[\w.+-]{1,127}/[\w.+-]{1,127}$")  # RFC 6838: 127 characters each
+FILENAME_CHARS = 255  # the attachments.filename column
+
+
+def line_break_problem(value: str) -> str | None:
+    """What is wrong with a header value that holds a line break, or None."""
+    return LINE_BREAK_ERROR if LINE_BREAK.search(value) else None
+
+
+def unstorable(value: Any) -> bool:
+    """Whether any string in a field's value, however nested, holds NUL or a lone surrogate."""
+    pending = [value]  # a loop, not recursion: JSON may nest as deep as its decoder allows
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str) and UNSTORABLE.search(item):
+            return True
+        if isinstance(item, Mapping):
+            pending.extend([*item.keys(), *item.values()])
+        elif isinstance(item, list):
+            pending.extend(item)
+    return False
+
+
+@dataclass
+class Upload:
+    filename: str
+    content_type: str
+    data: bytes
+
+
+def check_upload(filename: str, content_type: str | None, data: bytes) -> Upload:
+    """One attachment with a safe file name and a well-formed content type."""
+    if problem := line_break_problem(filename):
+        raise ValueError(f"file name {problem}")
+    if UNSTORABLE.search(filename):
+        raise ValueError(f"file name {UNSTORABLE_ERROR}")
+    name = filename.replace("\\", "/").rsplit("/", 1)[-1].strip()
+    if not name:
+        raise ValueError("every attachment needs a file name")
+    if len(name) > FILENAME_CHARS:
+        raise ValueError(f"file name {name[:40]!r}... is longer than {FILENAME_CHARS} characters")
+    kind = (content_type or "").split(";")[0].strip().lower()
+    if not kind or kind == "application/octet-stream":
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    if not MIME_TYPE.match(kind):
+        raise ValueError(f"{content_type!r} is not a content type")
+    return Upload(name, kind, data)
+
+
+class Attachment(BaseModel):
+    """A file attached to a message in JSON, as json_uploads reads it."""
+
+    model_config = ConfigDict(regex_engine="python-re")  # Rust's \w makes a huge automaton
+    filename: str = Field(
+        min_length=1,
+        pattern=ONE_LINE,
+        description=f"Folders are dropped; at most {FILENAME_CHARS} characters.",
+    )
+    content_type: Annotated[str, Field(pattern=MIME_TYPE.pattern[:-1] + "(;.*)?$")] | None = Field(
+        None, description="Guessed from the file name when missing."
+    )
+    # byte: OpenAPI 3.0's name for base64, which tools still read.
+    content: str = Field(json_schema_extra={"format": "byte", "contentEncoding": "base64"})
+
+
+def json_uploads(value: Any) -> list[Upload]:
+    """The checked uploads of a JSON list of {filename, content_type, content} objects."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError("must be a list of {filename, content_type, content} objects")
+    uploads = []
+    for item in value:
+        if not isinstance(item, Mapping) or not isinstance(item.get("filename"), str):
+            raise ValueError("each attachment needs a filename")
+        if not isinstance(item.get("content_type"), str | None):
+            raise ValueError(f"{item['filename']}: content_type must be a string")
+        content = item.get("content")
+        if not isinstance(content, str):
+            raise ValueError(f"{item['filename']}: content must be a base64 string")
+        try:
+            data = base64.b64decode(content, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError(f"{item['filename']}: content is not valid base64") from None
+        uploads.append(check_upload(item["filename"], item.get("content_type"), data))
+    return uploads

@@ -1,0 +1,293 @@
+"""The message's fields, declared once: wire name, type, limits, error text and description."""
+
+import functools
+import re
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+)
+
+from .addresses import Mailbox
+from .addresses import parse as parse_addresses
+from .checks import (
+    ONE_LINE,
+    UNSTORABLE_ERROR,
+    Attachment,
+    Upload,
+    json_uploads,
+    line_break_problem,
+    unstorable,
+)
+
+# The longest header line RFC 5322 allows, and the width of the subject, from and
+# reply-to columns.
+LINE_CHARS = 998
+PRIORITY_RANGE = (-1_000_000, 1_000_000)
+HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")  # RFC 5322 field-name: printable, no colon
+# Headers that outbox writes itself from the message's own fields.
+RESERVED_HEADERS = {
+    "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
+    "mime-version", "content-type", "content-transfer-encoding", "sender",
+}  # fmt: skip
+NO_RECIPIENT = "at least one recipient is required"
+NO_BODY = "a text or an html body is required"
+
+# What the JSON Schema shows of a field's value. mailbox and mailbox-list are formats of
+# our own (OpenAPI leaves format open): RFC 5322 terms for what parse_addresses reads,
+# each address with or without a display name.
+OneLine = Annotated[str, Field(pattern=ONE_LINE, max_length=LINE_CHARS)]
+MailboxText = Annotated[OneLine, Field(json_schema_extra={"format": "mailbox"})]
+MailboxListText = Annotated[
+    str, Field(pattern=ONE_LINE, json_schema_extra={"format": "mailbox-list"})
+]
+HeaderMap = Annotated[dict[str, str], WithJsonSchema({
+    "type": "object",
+    "propertyNames": {"pattern": HEADER_NAME.pattern, "not": {"enum": sorted(RESERVED_HEADERS)}},
+    "additionalProperties": {"type": "string", "pattern": ONE_LINE},
+})]  # fmt: skip
+
+
+def _text_list(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    raise ValueError("must be a string or a list of strings")
+
+
+def _recipients(value: Any) -> list[Mailbox]:
+    return parse_addresses(_text_list(value))
+
+
+def _to(value: Any) -> list[Mailbox]:
+    if not (found := _recipients(value)):
+        raise ValueError(NO_RECIPIENT)
+    return found
+
+
+def _one_address(value: Any, what: str) -> Mailbox | None:
+    found = parse_addresses(_text_list(value))
+    if len(found) > 1:
+        raise ValueError(f"takes one {what} address, got {len(found)}")
+    if found and len(str(found[0])) > LINE_CHARS:
+        raise ValueError(f"must be at most {LINE_CHARS} characters")
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=16)
+def _default_sender(value: str) -> tuple[Mailbox | None, str | None]:
+    """The configured default sender, checked once: (address, None) or (None, problem)."""
+    try:
+        return _one_address(value, "sender"), None
+    except ValueError as exc:
+        return None, str(exc)
+
+
+def _sender(value: Any, info: ValidationInfo) -> Mailbox | None:
+    """The sender given, or else the default one build_draft passes in the context."""
+    if found := _one_address(value, "sender"):
+        return found
+    default = info.context["default_sender"] if info.context else None
+    if not default:
+        raise ValueError("required: no default sender is configured")
+    sender, problem = _default_sender(default)
+    if problem:
+        raise ValueError(f"required: the configured default sender is unusable ({problem})")
+    return sender
+
+
+def _optional_text(value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be a string")
+    return value
+
+
+def _subject(value: Any) -> str:
+    subject = _optional_text(value) or ""
+    if problem := line_break_problem(subject):
+        raise ValueError(problem)
+    if len(subject) > LINE_CHARS:
+        raise ValueError(f"must be at most {LINE_CHARS} characters")
+    return subject
+
+
+def _text(value: Any, info: ValidationInfo) -> str | None:
+    """The text body; info.data holds html, checked first, unless html is bad itself."""
+    text = _optional_text(value)
+    if text is None and "html" in info.data and info.data["html"] is None:
+        raise ValueError(NO_BODY)
+    return text
+
+
+def _priority(value: Any) -> int:
+    if value is None or value == "":
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON has one kind of number: 5.0 is the whole number 5
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError("must be a whole number")
+    try:
+        number = int(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a whole number") from None
+    low, high = PRIORITY_RANGE
+    if not low <= number <= high:
+        raise ValueError(f"must be between {low} and {high}")
+    return number
+
+
+def _send_after(value: Any) -> datetime | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("must be an ISO 8601 date and time")
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError(f"{value!r} is not an ISO 8601 date and time") from None
+    if moment.tzinfo is not None:
+        try:
+            moment = moment.astimezone(UTC).replace(tzinfo=None)
+        except OverflowError:
+            raise ValueError(f"{value!r} is out of range in UTC") from None
+    return moment
+
+
+def _headers(value: Any) -> dict[str, str]:
+    if value is None or value == {}:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be an object of header names to values")
+    headers = {}
+    for name, text in value.items():
+        if not isinstance(name, str) or not HEADER_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"{name} is set by outbox from the message's own fields")
+        if not isinstance(text, str):
+            raise ValueError(f"the value of {name} must be a string")
+        if problem := line_break_problem(text):
+            raise ValueError(f"the value of {name} {problem}")
+        headers[name] = text
+    return headers
+
+
+def _checked(check: Callable[..., Any], shape: Any) -> PlainValidator:
+    """A field's own check; shape is what the JSON Schema shows of the value it takes."""
+    return PlainValidator(check, json_schema_input_type=shape)
+
+
+Listed = MailboxListText | list[MailboxListText]
+AtLeastOne = MailboxListText | Annotated[list[MailboxListText], Field(min_length=1)]
+Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
+
+
+def _reply_to(value: Any) -> Mailbox | None:
+    return _one_address(value, "reply-to")
+
+
+class NewMessage(BaseModel):
+    """A message as a client hands it in; each attribute is the Draft attribute it becomes.
+
+    Each check raises ValueError with the field's error text, and every field is checked,
+    so one answer names all the bad ones. html comes before text: the check of text
+    reads the checked html to tell whether the message has a body.
+    """
+
+    # Beyond the fields: a message needs a recipient and a body (_to and _text say so).
+    model_config = ConfigDict(json_schema_extra={
+        "description": "A message to queue.",
+        "required": ["to"],
+        "anyOf": [{"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
+                  for name in ("text", "html")],
+    })  # fmt: skip
+
+    to: Annotated[list[Mailbox], _checked(_to, AtLeastOne)] = Field(
+        default_factory=list, validate_default=True, title="To", description="At least one address."
+    )
+    cc: Annotated[list[Mailbox], _checked(_recipients, Listed | None)] = Field(
+        default_factory=list, title="Cc"
+    )
+    bcc: Annotated[list[Mailbox], _checked(_recipients, Listed | None)] = Field(
+        default_factory=list, title="Bcc"
+    )
+    from_addr: Annotated[Mailbox | None, _checked(_sender, MailboxText | None)] = Field(
+        None, alias="from", validate_default=True, title="From",
+        description="Default: the default sender.",
+    )  # fmt: skip
+    reply_to: Annotated[Mailbox | None, _checked(_reply_to, MailboxText | None)] = Field(
+        None, title="Reply-To"
+    )
+    subject: Annotated[str, _checked(_subject, OneLine | None)] = Field("", title="Subject")
+    html: Annotated[str | None, _checked(_optional_text, str | None)] = Field(
+        None, title="HTML body"
+    )
+    text: Annotated[str | None, _checked(_text, str | None)] = Field(
+        None, validate_default=True, title="Text body",
+        description="A text or an html body is required.",
+    )  # fmt: skip
+    priority: Annotated[int, _checked(_priority, Priority | None)] = Field(
+        0, title="Priority", description="Higher goes first."
+    )
+    send_after: Annotated[datetime | None, _checked(_send_after, datetime | None)] = Field(
+        None, title="Send after (UTC)", description="ISO 8601; a time without a zone is UTC."
+    )
+    headers: Annotated[dict[str, str], _checked(_headers, HeaderMap | None)] = Field(
+        default_factory=dict, title="Headers",
+        description="Extra headers; not those outbox writes itself (any case).",
+    )  # fmt: skip
+    attachments: Annotated[list[Upload], _checked(json_uploads, list[Attachment] | None)] = Field(
+        default_factory=list, title="Attachments"
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _storable(cls, value: Any) -> Any:
+        """The check every field takes first."""
+        if unstorable(value):
+            raise ValueError(UNSTORABLE_ERROR)
+        return value
+
+
+# Each field's name on the wire, by attribute: pydantic names a checked default (a
+# missing "from") by its attribute.
+WIRE_NAMES = {name: field.alias or name for name, field in NewMessage.model_fields.items()}
+
+
+def field_errors(exc: ValidationError) -> dict[str, str]:
+    """The error text of each bad field, keyed by its name on the wire."""
+    return {
+        WIRE_NAMES.get(str(error["loc"][0]), str(error["loc"][0])): str(error["ctx"]["error"])
+        for error in exc.errors()
+    }
+
+
+def _form_kind(annotation: Any) -> str | None:
+    if annotation == list[Mailbox]:
+        return "repeated"  # a form repeats the field for several values
+    if annotation == list[Upload]:
+        return "files"  # in multipart only
+    return None if annotation == dict[str, str] else "text"
+
+
+# How an HTML form (urlencoded, multipart, the compose page) carries each field it can:
+# objects (headers) only come in JSON.
+FORM_KINDS = {
+    WIRE_NAMES[name]: kind
+    for name, field in NewMessage.model_fields.items()
+    if (kind := _form_kind(field.annotation))
+}

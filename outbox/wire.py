@@ -1,0 +1,73 @@
+"""The API's wire facts beyond the message's fields: its keys, a batch's size, what it shows."""
+
+import re
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import models
+from .addresses import Kind
+from .status import Status
+
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
+BATCH_LIMIT = 1000  # messages in one batch request
+# Shorter than a single message's key: each message of a batch stores the key with its
+# place in the batch appended, within the same 255-character column.
+BATCH_KEY = re.compile(r"^[\x21-\x7e]{1,250}$")
+
+
+class Message(BaseModel):
+    """What the API tells about a message; each attribute is the column it shows, or, for
+    the addresses, the parts stored for them (from, and to, cc and bcc as lists)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: int
+    message_id: str
+    status: Status
+    from_addr: str = Field(alias="from")
+    to: list[str]
+    cc: list[str]
+    bcc: list[str]
+    subject: str
+    priority: int
+    attempts: int
+    max_attempts: int
+    created_at: datetime
+    send_after: datetime | None
+    next_attempt_at: datetime
+    last_retry: datetime | None
+    last_error: str | None
+    sent_at: datetime | None
+
+
+# (name in the answer, column, whether a time) of each field of Message.
+_SHOWN = tuple(
+    (field.alias or name, name, field.annotation in (datetime, datetime | None))
+    for name, field in Message.model_fields.items()
+)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat(timespec="seconds") + "Z" if moment else None
+
+
+def _shown(message: models.Message, column: str) -> Any:
+    """A field's value: the column, or the addresses as a person writes them."""
+    if column == "from_addr":
+        return str(message.sender)
+    if column in KINDS:
+        return [str(mailbox) for mailbox in message.recipients_of(KINDS[column])]
+    return getattr(message, column)
+
+
+KINDS = {kind.value: kind for kind in Kind}
+
+
+def message_json(message: models.Message) -> dict[str, Any]:
+    """What the API tells about a stored message: the fields of Message, times in UTC."""
+    return {
+        name: _iso(_shown(message, column)) if is_time else _shown(message, column)
+        for name, column, is_time in _SHOWN
+    }

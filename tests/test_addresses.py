@@ -1,0 +1,96 @@
+"""Addresses parsed once: the shortcut for plain addresses gives what the full checks give."""
+
+from email.headerregistry import Address
+from email.utils import getaddresses
+
+import pytest
+from email_validator import EmailNotValidError, validate_email
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from outbox import addresses
+from outbox.addresses import Mailbox
+from outbox.addresses import parse as parse_addresses
+
+
+def full_check(value: str) -> list[str] | None:
+    """What parse_addresses gives for value without its shortcut, or None if it refuses."""
+    found = []
+    for name, addr in getaddresses([value]):
+        if not addr:
+            return None
+        try:
+            checked = validate_email(addr, check_deliverability=False)
+        except EmailNotValidError:
+            return None
+        found.append(str(Address(display_name=name, addr_spec=checked.normalized)))
+    return found
+
+
+LOCAL = st.from_regex(r"[A-Za-z0-9_+.-]{1,70}", fullmatch=True)
+LABELS = st.lists(st.from_regex(r"[A-Za-z0-9-]{1,12}", fullmatch=True), min_size=1, max_size=4)
+DOMAIN = st.one_of(
+    st.builds("{}.{}".format, LABELS.map(".".join), st.sampled_from(["com", "ORG", "de", "x1"])),
+    st.from_regex(r"[A-Za-z0-9.-]{1,70}", fullmatch=True),
+    st.sampled_from(["example.com", "EXAMPLE.COM", "mail.example.org", "localhost", "test",
+                     "a.invalid", "x.local", "b.onion", "1.2.3.4", "a.123", "xn--bcher-kva.example",
+                     "xn--zz.example", "a-.example", "-a.example", "a" * 64 + ".example"]),
+)  # fmt: skip
+PLAINISH = st.one_of(
+    st.builds("{}@{}".format, LOCAL, DOMAIN),
+    st.builds("{}@{}".format, st.sampled_from(["Postmaster", "abuse", "ABUSE", "x" * 64]), DOMAIN),
+)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(PLAINISH)
+@example("a@" + "b" * 63 + "." + "c" * 63 + "." + "d" * 63 + ".com")
+@example("a" * 64 + "@" + "b" * 63 + "." + "c" * 63 + ".com")
+def test_the_shortcut_agrees_with_the_full_checks(value):
+    shortcut = addresses._plain(value)
+    if shortcut is not None:
+        assert [str(shortcut)] == full_check(value)
+    parsed = [str(m) for m in parse_addresses([value])] if full_check(value) else None
+    assert parsed == full_check(value)
+
+
+@pytest.mark.parametrize("value", ["rcpt@example.com", "First.Last+tag@Mail.Example.ORG",
+                                   "a_b-c@x-y.example"])  # fmt: skip
+def test_plain_addresses_take_the_shortcut(value):
+    assert addresses._plain(value) is not None
+
+
+@pytest.mark.parametrize("value", ["Ann <ann@example.com>", "postmaster@example.com",
+                                   "a..b@example.com", "a@localhost", " a@example.com",
+                                   "a@example.com, b@example.com", "ü@example.com"])  # fmt: skip
+def test_anything_else_takes_the_full_checks(value):
+    assert addresses._plain(value) is None
+
+
+def test_a_remembered_check_gives_the_same_addresses_and_still_refuses():
+    named = 'Zoë Ärger <zoe@Example.COM>, "Doe, J" <j@example.com>'
+    first = parse_addresses([named])
+    assert first == parse_addresses([named]) == [
+        Mailbox("zoe@example.com", "Zoë Ärger"), Mailbox("j@example.com", "Doe, J")]  # fmt: skip
+    for _ in range(2):
+        with pytest.raises(ValueError, match="not a valid address"):
+            parse_addresses(["Ann <ann@example..com>"])
+
+
+def test_a_mailbox_is_written_as_a_person_writes_it():
+    assert str(Mailbox("ann@example.com")) == "ann@example.com"
+    assert str(Mailbox("j@example.com", "Doe, J")) == '"Doe, J" <j@example.com>'
+    assert Mailbox("kunde@example.de", "Kunde").domain == "example.de"
+
+
+def test_recipients_keep_the_order_given_and_store_as_json_objects():
+    to, cc = [Mailbox("b@x.example"), Mailbox("a@x.example", "A")], [Mailbox("c@x.example")]
+    listed = addresses.recipients(to, cc, [Mailbox("d@x.example")])
+    stored = [r.stored() for r in listed]
+    assert stored == [
+        {"kind": "to", "address": "b@x.example"},
+        {"kind": "to", "address": "a@x.example", "name": "A"},
+        {"kind": "cc", "address": "c@x.example"},
+        {"kind": "bcc", "address": "d@x.example"},
+    ]
+    assert [addresses.Recipient.from_stored(s) for s in stored] == listed
