@@ -6,6 +6,7 @@ import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -123,6 +124,9 @@ def test_an_hour_stored_twice_keeps_its_first_count(app, message_pk):
     assert kept() == {hour: (5, 1), hour + timedelta(hours=1): (2, 0)}
 
 
+# `python -c` imports outbox from its working directory first: this checkout's, not
+# whichever one the environment has installed.
+CHECKOUT = Path(__file__).resolve().parent.parent
 VIEWER = """
 import sys, time
 from datetime import datetime
@@ -140,14 +144,14 @@ with app.app_context():
 """
 
 
-def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, message_pk, tmp_path):
+def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, message_pk):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=3)))
     expected = by_hour(NOW)
     start = time.time() + 3
     url = app.config["DATABASE_URL"]
     viewers = [
         subprocess.Popen([sys.executable, "-c", VIEWER, url, str(start), NOW.isoformat()],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=CHECKOUT)
         for _ in range(4)
     ]  # fmt: skip
     answers = [v.communicate(timeout=120) for v in viewers]
