@@ -10,7 +10,6 @@ from outbox.extensions import db
 from outbox.models import Message, utcnow
 from outbox.status import Status
 
-# Tables conftest does not empty between tests on the database servers.
 RETRY = queue.Retry(delay=60, backoff=2, max_delay=3600)
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}  # fmt: skip
