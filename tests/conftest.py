@@ -1,8 +1,10 @@
 """Fixtures: apps on SQLite, MariaDB and PostgreSQL, a real SMTP server, a message factory."""
 
 import os
+import shutil
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -106,23 +108,50 @@ def db_kind(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated from empty once per session; each SQLite test gets a copy."""
+    path = tmp_path_factory.mktemp("template") / "outbox.sqlite3"
+    with create_app(base_config(f"sqlite:///{path}")).app_context():
+        upgrade()
+        dispose_engines()
+    return path
+
+
 @pytest.fixture
-def database_url(db_kind: str, tmp_path) -> str:  # type: ignore[no-untyped-def]
+def database_url(db_kind: str, sqlite_template: Path, tmp_path: Path) -> str:
+    """A migrated database: a copy of the SQLite template, or the server's (emptied by app)."""
     if db_kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'outbox.sqlite3'}"
+        copy = tmp_path / "outbox.sqlite3"
+        shutil.copyfile(sqlite_template, copy)
+        return f"sqlite:///{copy}"
     return server_database(db_kind)
 
 
 @pytest.fixture
-def app(database_url: str, tmp_path) -> Iterator[Flask]:  # type: ignore[no-untyped-def]
-    """An app on each database kind with an empty, migrated schema."""
+def empty_database_url(db_kind: str, tmp_path: Path) -> Iterator[str]:
+    """A database of db_kind with no tables at all, for the migrations to start from."""
+    if db_kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+        return
+    served = sa.engine.make_url(server_database(db_kind))  # skips if the server is down
+    url = served.set(database=f"{served.database}_empty").render_as_string(hide_password=False)
+    _admin(url, "DROP DATABASE IF EXISTS {name}")
+    _admin(url, "CREATE DATABASE {name}")
+    try:
+        yield url
+    finally:
+        _admin(url, "DROP DATABASE IF EXISTS {name}")
+
+
+@pytest.fixture
+def app(database_url: str, tmp_path: Path) -> Iterator[Flask]:
+    """An app on a migrated database with every table empty."""
     app = create_app(base_config(database_url))
     app.instance_path = str(tmp_path)
     app.test_client_class = OwnContextClient
     with app.app_context():
-        if database_url.startswith("sqlite"):
-            upgrade()
-        else:
+        if not database_url.startswith("sqlite"):
             _empty_tables()
         yield app
         db.session.remove()

@@ -3,9 +3,21 @@
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import queue, reports, tokens
-from outbox.extensions import db
+from outbox import create_app, queue, reports, tokens
+from outbox.extensions import Base, db, dispose_engines
 from outbox.models import ApiToken, utcnow
+
+from .conftest import base_config
+
+
+def test_upgrade_makes_every_table_of_the_models_in_an_empty_database(empty_database_url):
+    with create_app(base_config(empty_database_url)).app_context():
+        try:
+            upgrade()
+            tables = set(sa.inspect(db.engine).get_table_names())
+        finally:
+            dispose_engines()
+    assert tables == {table.name for table in Base.metadata.sorted_tables} | {"alembic_version"}
 
 
 def test_db_upgrade_is_idempotent(app, runner):
