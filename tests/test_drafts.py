@@ -1,4 +1,4 @@
-"""Address checks: the shortcut for plain addresses gives what the full checks give."""
+"""Checking a draft without a database: each bad field named, and the address shortcut."""
 
 from email.headerregistry import Address
 from email.utils import getaddresses
@@ -9,7 +9,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from outbox import drafts
-from outbox.drafts import build_draft, parse_addresses
+from outbox.drafts import DraftError, build_draft, parse_addresses
 
 
 def full_check(value: str) -> list[str] | None:
@@ -82,3 +82,52 @@ def test_a_remembered_check_gives_the_same_addresses_and_still_refuses():
     for _ in range(2):
         with pytest.raises(ValueError, match="not a valid address"):
             parse_addresses(["Ann <ann@example..com>"])
+
+
+# A valid message as the API takes it (POST /api/messages hands a JSON body to build_draft
+# as it is); each case below makes one field of it wrong.
+VALID = {"to": ["rcpt@example.com"], "subject": "Hello", "text": "Hello there"}
+DEFAULT_SENDER = "outbox@example.com"  # the tests' MAIL_DEFAULT_SENDER (conftest.base_config)
+
+BAD_FIELDS = [
+    ({"to": ["not an address"]}, "to"),
+    ({"to": "a@example.com, @example.com"}, "to"),
+    ({"cc": ["bob@"]}, "cc"),
+    ({"bcc": "x@example..com"}, "bcc"),
+    ({"from": "outbox at example.com"}, "from"),
+    ({"from": "a@example.com, b@example.com"}, "from"),
+    ({"reply_to": "nobody"}, "reply_to"),
+    ({"to": ["rcpt@example.com\r\nBcc: victim@example.com"]}, "to"),
+    ({"cc": "cc@example.com\nBcc: victim@example.com"}, "cc"),
+    ({"bcc": "b@example.com\rX: y"}, "bcc"),
+    ({"from": "outbox@example.com\r\nBcc: victim@example.com"}, "from"),
+    ({"reply_to": "help@example.com\nBcc: victim@example.com"}, "reply_to"),
+    ({"subject": "Hi\r\nBcc: victim@example.com"}, "subject"),
+    ({"subject": "Hi\nthere"}, "subject"),
+    ({"subject": "x" * 999}, "subject"),
+    ({"from": "N" * 990 + " <outbox@example.com>"}, "from"),
+    ({"headers": {"X-Tag": "a\r\nBcc: victim@example.com"}}, "headers"),
+    ({"headers": {"Bcc": "victim@example.com"}}, "headers"),
+    ({"headers": {"Message-ID": "<fixed@example.com>"}}, "headers"),
+    ({"headers": {"X-Bad:Name": "1"}}, "headers"),
+    ({"headers": ["X-Tag: 1"]}, "headers"),
+    ({"headers": "X-Tag: 1"}, "headers"),
+    ({"to": []}, "to"),
+    ({"to": ""}, "to"),
+    ({"text": "", "html": None}, "text"),
+    ({"send_after": "tomorrow"}, "send_after"),
+    ({"send_after": "0001-01-01T00:00:00+01:00"}, "send_after"),
+    ({"priority": "high"}, "priority"),
+    ({"priority": 1.5}, "priority"),
+    ({"attachments": [{"filename": "a.txt", "content": "not base64!"}]}, "attachments"),
+    ({"attachments": [{"filename": "a\r\n.txt", "content": "aGk="}]}, "attachments"),
+    ({"attachments": [{"filename": "a", "content_type": "text/" + "x" * 300, "content": ""}]},
+     "attachments"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("change, field", BAD_FIELDS)
+def test_bad_field_is_refused_naming_it(change, field):
+    with pytest.raises(DraftError) as refused:
+        build_draft({**VALID, **change}, DEFAULT_SENDER)
+    assert set(refused.value.errors) == {field}
