@@ -1,4 +1,20 @@
-"""Fixtures: apps on SQLite, MariaDB and PostgreSQL, a real SMTP server, a message factory."""
+"""Fixtures: apps on SQLite, MariaDB and PostgreSQL, a real SMTP server, a message factory.
+
+Which database a test runs on:
+
+- `app` (and `client`, `runner`, `make_message`, `staff`, ..., which build on it) is an
+  app on a SQLite file of the test's own, copied from one migrated once per session.
+  Validation, HTTP status mapping, pages, forms and CLI arguments are tested there, once.
+- A test whose outcome can depend on the database (claims and locking, types and lengths
+  stored and read back, SQL that differs by dialect: counts, rollups, search,
+  pagination; migrations, concurrency, outages) is marked `@pytest.mark.all_databases`
+  and runs on SQLite, MariaDB and PostgreSQL; `db_kind` names the one.
+- A test for particular servers only parametrizes `db_kind` itself, e.g.
+  `@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])`.
+
+The server databases are made and migrated once per session (per pid, so that runs side
+by side do not meet) and every table is emptied before each test.
+"""
 
 import os
 import shutil
@@ -32,6 +48,8 @@ SERVER_URLS = {"mariadb": MARIADB_URL, "postgres": POSTGRES_URL}
 # Every table of the models, children before their parents; alembic_version is not a
 # model's and stays.
 TABLES = [table.name for table in reversed(Base.metadata.sorted_tables)]
+DATABASES = ["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb),
+             pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip
 
 
 def _admin(url: str, statement: str) -> None:
@@ -102,10 +120,25 @@ def base_config(url: str, **extra: object) -> dict[str, object]:
     return config
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb),
-                        pytest.param("postgres", marks=pytest.mark.postgres)])  # fmt: skip
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test marked all_databases on every database kind, unless it names its own."""
+    if "db_kind" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("all_databases") is None:
+        return
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0]
+        if isinstance(names, str):
+            names = names.split(",")
+        if "db_kind" in [name.strip() for name in names]:
+            return
+    metafunc.parametrize("db_kind", DATABASES, indirect=True)
+
+
+@pytest.fixture
 def db_kind(request: pytest.FixtureRequest) -> str:
-    return request.param
+    """sqlite, or with @pytest.mark.all_databases each of sqlite, mariadb and postgres."""
+    return getattr(request, "param", "sqlite")
 
 
 @pytest.fixture(scope="session")
@@ -146,7 +179,7 @@ def empty_database_url(db_kind: str, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture
 def app(database_url: str, tmp_path: Path) -> Iterator[Flask]:
-    """An app on a migrated database with every table empty."""
+    """An app on a migrated database with every table empty (see the module docstring)."""
     app = create_app(base_config(database_url))
     app.instance_path = str(tmp_path)
     app.test_client_class = OwnContextClient

@@ -1,4 +1,4 @@
-"""The HTTP API on SQLite, MariaDB and PostgreSQL: enqueue, idempotency, read, resend, cancel."""
+"""The HTTP API: enqueue, idempotency, read, resend, cancel; what it stores, on each database."""
 
 import base64
 import io
@@ -67,6 +67,7 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+@pytest.mark.all_databases
 def test_json_message_is_stored_with_every_field(client, token):
     body = {
         "to": ["Ann <ann@example.com>", "bob@example.com"],
@@ -135,6 +136,7 @@ def test_multipart_takes_several_attachments(client, token):
     assert stored() == {"messages": 1, "attachments": 2, "attachment_chunks": 2}
 
 
+@pytest.mark.all_databases
 def test_html_only_unicode_message_with_3_mib_attachment_round_trips(client, token):
     big = bytes(range(256)) * (3 * 1024 * 1024 // 256)
     form = {"to": "Jörg Müller <joerg@example.com>", "from": "Zoë Ärger <zoe@example.com>",
@@ -159,6 +161,7 @@ def test_html_only_unicode_message_with_3_mib_attachment_round_trips(client, tok
     assert stored() == {"messages": 1, "attachments": 1, "attachment_chunks": 3}
 
 
+@pytest.mark.all_databases
 def test_repeated_idempotency_key_replays_the_first_message(client, token):
     body = {**VALID, "attachments": [{"filename": "a.txt", "content": b64(b"hi")}]}
     first = post(client, token, body, key="order-17")
@@ -172,6 +175,7 @@ def test_repeated_idempotency_key_replays_the_first_message(client, token):
     assert stored() == before == {"messages": 1, "attachments": 1, "attachment_chunks": 1}
 
 
+@pytest.mark.all_databases
 def test_idempotency_key_reused_for_another_message_is_409(client, token):
     first = post(client, token, key="order-17")
     body = {**VALID, "attachments": [{"filename": "a.txt", "content": b64(b"hi")}]}
@@ -182,6 +186,7 @@ def test_idempotency_key_reused_for_another_message_is_409(client, token):
     assert fresh(first.get_json()["id"]).subject == "Hello"
 
 
+@pytest.mark.all_databases
 def test_idempotency_keys_are_scoped_per_token(client, token):
     other_token = tokens.create("newsletter")
     first = post(client, token, key="k1")
@@ -192,6 +197,7 @@ def test_idempotency_keys_are_scoped_per_token(client, token):
     assert stored()["messages"] == 2
 
 
+@pytest.mark.all_databases
 def test_idempotency_keys_differing_in_case_are_different_keys(client, token):
     first = post(client, token, key="Order-17")
     second = post(client, token, key="order-17")
@@ -245,6 +251,7 @@ def test_show_reports_the_delivery_state(client, token, status, error):
     assert shown["sent_at"] == (shown["last_retry"] if status is Status.SENT else None)
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize("action", ["", "/resend", "/cancel"])
 @pytest.mark.parametrize("message_id", [12345, 2**63, 10**30])
 def test_unknown_message_is_404_json(client, token, action, message_id):

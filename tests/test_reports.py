@@ -73,6 +73,7 @@ def test_an_hour_settles_lock_timeout_record_after_and_a_minute_after_its_end(ap
     assert reports.settled_before(datetime(2030, 1, 10, 12, 16, 5)) == datetime(2030, 1, 10, 12)
 
 
+@pytest.mark.all_databases
 def test_chart_equals_a_direct_count_as_hours_settle_and_more_attempts_arrive(app, message_pk):
     # Two days of attempts every 7 minutes 13 seconds, with some on the hour boundaries.
     add_attempts(message_pk, spread(NOW - timedelta(days=2), NOW, timedelta(minutes=7, seconds=13)))
@@ -102,6 +103,7 @@ def test_chart_equals_a_direct_count_as_hours_settle_and_more_attempts_arrive(ap
     assert all(kept()[h] == (s, f) for h, s, f in by_hour(next_day)[:-2])
 
 
+@pytest.mark.all_databases
 def test_a_kept_hour_is_not_counted_again(app, message_pk):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=5)))
     before = chart(NOW)
@@ -115,6 +117,7 @@ def test_a_kept_hour_is_not_counted_again(app, message_pk):
     assert chart(NOW) == by_hour(NOW)
 
 
+@pytest.mark.all_databases
 def test_an_hour_stored_twice_keeps_its_first_count(app, message_pk):
     hour = datetime(2030, 1, 10, 3)
     reports._store_hours([reports.Hour(hour, 5, 1)], NOW)
@@ -144,6 +147,7 @@ with app.app_context():
 """
 
 
+@pytest.mark.all_databases
 def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, message_pk):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=3)))
     expected = by_hour(NOW)
@@ -162,6 +166,7 @@ def test_processes_viewing_the_dashboard_at_once_keep_each_hour_once(app, messag
     assert chart(NOW) == expected
 
 
+@pytest.mark.all_databases
 def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, message_pk):
     now = utcnow()
     add_attempts(message_pk, spread(now - timedelta(hours=30), now, timedelta(minutes=10)))
@@ -187,6 +192,7 @@ def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, 
     assert len(counts) == 6 and all("WHERE messages.status =" in sql for sql in counts)
 
 
+@pytest.mark.all_databases
 def test_a_full_count_is_due_when_missing_or_count_interval_old(app, make_message):
     app.config["COUNT_INTERVAL"] = 60.0
     assert reports.counts_due(NOW)
@@ -197,6 +203,7 @@ def test_a_full_count_is_due_when_missing_or_count_interval_old(app, make_messag
     assert reports.counts_due(NOW + timedelta(seconds=60))
 
 
+@pytest.mark.all_databases
 def test_a_second_full_count_replaces_the_first(app, make_message):
     first = make_message()
     reports.refresh_counts(NOW)
