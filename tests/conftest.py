@@ -27,11 +27,12 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from flask_migrate import upgrade
+from werkzeug.security import generate_password_hash
 
 from outbox import create_app, queue
 from outbox.drafts import Draft
 from outbox.extensions import Base, db, dispose_engines
-from outbox.models import Message
+from outbox.models import Message, User
 
 from .smtpd import SmtpServer
 
@@ -250,12 +251,19 @@ def make_message(app: Flask):  # type: ignore[no-untyped-def]
     return make
 
 
-@pytest.fixture
-def staff(app: Flask):  # type: ignore[no-untyped-def]
-    """A staff account: staff@example.com / correct horse."""
-    from outbox import accounts
+@pytest.fixture(scope="session")
+def staff_password_hash() -> str:
+    """The staff password's hash, made once: scrypt takes a tenth of a second a hash."""
+    return generate_password_hash("correct horse")
 
-    return accounts.create_user("staff@example.com", "correct horse")
+
+@pytest.fixture
+def staff(app: Flask, staff_password_hash: str) -> User:
+    """A staff account: staff@example.com / correct horse."""
+    user = User(email="staff@example.com", password_hash=staff_password_hash)
+    db.session.add(user)
+    db.session.commit()
+    return user
 
 
 @pytest.fixture
