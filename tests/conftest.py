@@ -1,8 +1,26 @@
-"""Fixtures: apps on SQLite, MariaDB and PostgreSQL, a real SMTP server, a message factory."""
+"""Fixtures: apps on SQLite, MariaDB and PostgreSQL, a real SMTP server, a message factory.
+
+Which database a test runs on:
+
+- `app` (and `client`, `runner`, `make_message`, `staff`, ..., which build on it) is an
+  app on a SQLite file of the test's own, copied from one migrated once per session.
+  Validation, HTTP status mapping, pages, forms and CLI arguments are tested there, once.
+- A test whose outcome can depend on the database (claims and locking, types and lengths
+  stored and read back, SQL that differs by dialect: counts, rollups, search,
+  pagination; migrations, concurrency, outages) is marked `@pytest.mark.all_databases`
+  and runs on SQLite, MariaDB and PostgreSQL; `db_kind` names the one.
+- A test for particular servers only parametrizes `db_kind` itself, e.g.
+  `@pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])`.
+
+The server databases are made and migrated once per session (per pid, so that runs side
+by side do not meet) and every table is emptied before each test.
+"""
 
 import os
+import shutil
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,11 +28,12 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 from flask_migrate import upgrade
+from werkzeug.security import generate_password_hash
 
 from outbox import addresses, create_app, queue
 from outbox.drafts import Draft
-from outbox.extensions import db, dispose_engines
-from outbox.models import Message
+from outbox.extensions import Base, db, dispose_engines
+from outbox.models import Message, User
 
 from .smtpd import SmtpServer
 
@@ -28,8 +47,11 @@ POSTGRES_URL = os.environ.get(
     "OUTBOX_TEST_POSTGRES_URL", f"postgresql+psycopg://postgres@127.0.0.1:5432/{TEST_DB}"
 )
 SERVER_URLS = {"mariadb": MARIADB_URL, "postgres": POSTGRES_URL}
-TABLES = ("attachment_chunks", "attachments", "attempts", "messages", "api_tokens", "users",
-          "sign_in_failures", "workers", "attempt_hours")  # fmt: skip
+# Every table of the models, children before their parents; alembic_version is not a
+# model's and stays.
+TABLES = [table.name for table in reversed(Base.metadata.sorted_tables)]
+DATABASES = ["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb),
+             pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip
 
 
 def _admin(url: str, statement: str) -> None:
@@ -78,6 +100,11 @@ def server_database(kind: str) -> str:
     return SERVER_URLS[kind]
 
 
+def _no_fsync(dbapi_connection, record) -> None:  # type: ignore[no-untyped-def]
+    """Commit without waiting for the disk: a test's SQLite file need not survive a power cut."""
+    dbapi_connection.execute("PRAGMA synchronous=OFF")
+
+
 def _empty_tables() -> None:
     for table in TABLES:
         db.session.execute(sa.text(f"DELETE FROM {table}"))
@@ -100,28 +127,72 @@ def base_config(url: str, **extra: object) -> dict[str, object]:
     return config
 
 
-@pytest.fixture(params=["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb),
-                        pytest.param("postgres", marks=pytest.mark.postgres)])  # fmt: skip
-def db_kind(request: pytest.FixtureRequest) -> str:
-    return request.param
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Run each test marked all_databases on every database kind, unless it names its own."""
+    if "db_kind" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("all_databases") is None:
+        return
+    for marker in metafunc.definition.iter_markers("parametrize"):
+        names = marker.args[0]
+        if isinstance(names, str):
+            names = names.split(",")
+        if "db_kind" in [name.strip() for name in names]:
+            return
+    metafunc.parametrize("db_kind", DATABASES, indirect=True)
 
 
 @pytest.fixture
-def database_url(db_kind: str, tmp_path) -> str:  # type: ignore[no-untyped-def]
+def db_kind(request: pytest.FixtureRequest) -> str:
+    """sqlite, or with @pytest.mark.all_databases each of sqlite, mariadb and postgres."""
+    return getattr(request, "param", "sqlite")
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite file migrated from empty once per session; each SQLite test gets a copy."""
+    path = tmp_path_factory.mktemp("template") / "outbox.sqlite3"
+    with create_app(base_config(f"sqlite:///{path}")).app_context():
+        upgrade()
+        dispose_engines()
+    return path
+
+
+@pytest.fixture
+def database_url(db_kind: str, sqlite_template: Path, tmp_path: Path) -> str:
+    """A migrated database: a copy of the SQLite template, or the server's (emptied by app)."""
     if db_kind == "sqlite":
-        return f"sqlite:///{tmp_path / 'outbox.sqlite3'}"
+        copy = tmp_path / "outbox.sqlite3"
+        shutil.copyfile(sqlite_template, copy)
+        return f"sqlite:///{copy}"
     return server_database(db_kind)
 
 
 @pytest.fixture
-def app(database_url: str, tmp_path) -> Iterator[Flask]:  # type: ignore[no-untyped-def]
-    """An app on each database kind with an empty, migrated schema."""
+def empty_database_url(db_kind: str, tmp_path: Path) -> Iterator[str]:
+    """A database of db_kind with no tables at all, for the migrations to start from."""
+    if db_kind == "sqlite":
+        yield f"sqlite:///{tmp_path / 'empty.sqlite3'}"
+        return
+    served = sa.engine.make_url(server_database(db_kind))  # skips if the server is down
+    url = served.set(database=f"{served.database}_empty").render_as_string(hide_password=False)
+    _admin(url, "DROP DATABASE IF EXISTS {name}")
+    _admin(url, "CREATE DATABASE {name}")
+    try:
+        yield url
+    finally:
+        _admin(url, "DROP DATABASE IF EXISTS {name}")
+
+
+@pytest.fixture
+def app(database_url: str, tmp_path: Path) -> Iterator[Flask]:
+    """An app on a migrated database with every table empty (see the module docstring)."""
     app = create_app(base_config(database_url))
     app.instance_path = str(tmp_path)
     app.test_client_class = OwnContextClient
     with app.app_context():
         if database_url.startswith("sqlite"):
-            upgrade()
+            sa.event.listen(db.engine, "connect", _no_fsync)
         else:
             _empty_tables()
         yield app
@@ -199,12 +270,19 @@ def make_message(app: Flask):  # type: ignore[no-untyped-def]
     return make
 
 
-@pytest.fixture
-def staff(app: Flask):  # type: ignore[no-untyped-def]
-    """A staff account: staff@example.com / correct horse."""
-    from outbox import accounts
+@pytest.fixture(scope="session")
+def staff_password_hash() -> str:
+    """The staff password's hash, made once: scrypt takes a tenth of a second a hash."""
+    return generate_password_hash("correct horse")
 
-    return accounts.create_user("staff@example.com", "correct horse")
+
+@pytest.fixture
+def staff(app: Flask, staff_password_hash: str) -> User:
+    """A staff account: staff@example.com / correct horse."""
+    user = User(email="staff@example.com", password_hash=staff_password_hash)
+    db.session.add(user)
+    db.session.commit()
+    return user
 
 
 @pytest.fixture

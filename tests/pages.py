@@ -12,7 +12,6 @@ from outbox.status import Retry, Status
 
 from . import outcomes
 
-# Tables conftest does not empty between tests on the database servers.
 RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
         "track", "wbr"}  # fmt: skip

@@ -1,4 +1,4 @@
-"""The HTTP API on SQLite, MariaDB and PostgreSQL: enqueue, idempotency, read, resend, cancel."""
+"""The HTTP API: enqueue, idempotency, read, resend, cancel; what it stores, on each database."""
 
 import base64
 import io
@@ -21,10 +21,10 @@ from outbox.status import Retry, Status
 
 from . import outcomes
 from .conftest import base_config
+from .test_drafts import VALID
 
 MESSAGES = "/api/messages"
 STORED = ("messages", "attachments", "attachment_chunks")
-VALID = {"to": ["rcpt@example.com"], "subject": "Hello", "text": "Hello there"}
 RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 
 
@@ -69,6 +69,7 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+@pytest.mark.all_databases
 def test_json_message_is_stored_with_every_field(client, token):
     body = {
         "to": ["Ann <ann@example.com>", "bob@example.com"],
@@ -137,6 +138,7 @@ def test_multipart_takes_several_attachments(client, token):
     assert stored() == {"messages": 1, "attachments": 2, "attachment_chunks": 2}
 
 
+@pytest.mark.all_databases
 def test_html_only_unicode_message_with_3_mib_attachment_round_trips(client, token):
     big = bytes(range(256)) * (3 * 1024 * 1024 // 256)
     form = {"to": "Jörg Müller <joerg@example.com>", "from": "Zoë Ärger <zoe@example.com>",
@@ -161,6 +163,7 @@ def test_html_only_unicode_message_with_3_mib_attachment_round_trips(client, tok
     assert stored() == {"messages": 1, "attachments": 1, "attachment_chunks": 3}
 
 
+@pytest.mark.all_databases
 def test_repeated_idempotency_key_replays_the_first_message(client, token):
     body = {**VALID, "attachments": [{"filename": "a.txt", "content": b64(b"hi")}]}
     first = post(client, token, body, key="order-17")
@@ -174,6 +177,7 @@ def test_repeated_idempotency_key_replays_the_first_message(client, token):
     assert stored() == before == {"messages": 1, "attachments": 1, "attachment_chunks": 1}
 
 
+@pytest.mark.all_databases
 def test_idempotency_key_reused_for_another_message_is_409(client, token):
     first = post(client, token, key="order-17")
     body = {**VALID, "attachments": [{"filename": "a.txt", "content": b64(b"hi")}]}
@@ -184,6 +188,7 @@ def test_idempotency_key_reused_for_another_message_is_409(client, token):
     assert fresh(first.get_json()["id"]).subject == "Hello"
 
 
+@pytest.mark.all_databases
 def test_idempotency_keys_are_scoped_per_token(client, token):
     other_token = tokens.create("newsletter")
     first = post(client, token, key="k1")
@@ -194,6 +199,7 @@ def test_idempotency_keys_are_scoped_per_token(client, token):
     assert stored()["messages"] == 2
 
 
+@pytest.mark.all_databases
 def test_idempotency_keys_differing_in_case_are_different_keys(client, token):
     first = post(client, token, key="Order-17")
     second = post(client, token, key="order-17")
@@ -247,6 +253,7 @@ def test_show_reports_the_delivery_state(client, token, status, error):
     assert shown["sent_at"] == (shown["last_retry"] if status is Status.SENT else None)
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize("action", ["", "/resend", "/cancel"])
 @pytest.mark.parametrize("message_id", [12345, 2**63, 10**30])
 def test_unknown_message_is_404_json(client, token, action, message_id):
@@ -290,51 +297,6 @@ def test_move_from_the_wrong_status_is_409(client, token, action, start):
     assert response.get_json()["status"] == start
     row = fresh(message_id)
     assert (row.status, row.attempts, row.next_attempt_at, row.max_attempts) == state
-
-
-BAD_FIELDS = [
-    ({"to": ["not an address"]}, "to"),
-    ({"to": "a@example.com, @example.com"}, "to"),
-    ({"cc": ["bob@"]}, "cc"),
-    ({"bcc": "x@example..com"}, "bcc"),
-    ({"from": "outbox at example.com"}, "from"),
-    ({"from": "a@example.com, b@example.com"}, "from"),
-    ({"reply_to": "nobody"}, "reply_to"),
-    ({"to": ["rcpt@example.com\r\nBcc: victim@example.com"]}, "to"),
-    ({"cc": "cc@example.com\nBcc: victim@example.com"}, "cc"),
-    ({"bcc": "b@example.com\rX: y"}, "bcc"),
-    ({"from": "outbox@example.com\r\nBcc: victim@example.com"}, "from"),
-    ({"reply_to": "help@example.com\nBcc: victim@example.com"}, "reply_to"),
-    ({"subject": "Hi\r\nBcc: victim@example.com"}, "subject"),
-    ({"subject": "Hi\nthere"}, "subject"),
-    ({"subject": "x" * 999}, "subject"),
-    ({"from": "N" * 990 + " <outbox@example.com>"}, "from"),
-    ({"headers": {"X-Tag": "a\r\nBcc: victim@example.com"}}, "headers"),
-    ({"headers": {"Bcc": "victim@example.com"}}, "headers"),
-    ({"headers": {"Message-ID": "<fixed@example.com>"}}, "headers"),
-    ({"headers": {"X-Bad:Name": "1"}}, "headers"),
-    ({"headers": ["X-Tag: 1"]}, "headers"),
-    ({"headers": "X-Tag: 1"}, "headers"),
-    ({"to": []}, "to"),
-    ({"to": ""}, "to"),
-    ({"text": "", "html": None}, "text"),
-    ({"send_after": "tomorrow"}, "send_after"),
-    ({"send_after": "0001-01-01T00:00:00+01:00"}, "send_after"),
-    ({"priority": "high"}, "priority"),
-    ({"priority": 1.5}, "priority"),
-    ({"attachments": [{"filename": "a.txt", "content": "not base64!"}]}, "attachments"),
-    ({"attachments": [{"filename": "a\r\n.txt", "content": "aGk="}]}, "attachments"),
-    ({"attachments": [{"filename": "a", "content_type": "text/" + "x" * 300, "content": ""}]},
-     "attachments"),
-]  # fmt: skip
-
-
-@pytest.mark.parametrize("change, field", BAD_FIELDS)
-def test_bad_field_is_422_naming_it(client, token, change, field):
-    response = post(client, token, {**VALID, **change})
-    assert response.status_code == 422
-    assert set(response.get_json()["errors"]) == {field}
-    assert nothing_stored()
 
 
 def test_every_bad_field_is_named_in_one_answer(client, token):

@@ -1,4 +1,4 @@
-"""POST /api/messages/batch on SQLite, MariaDB and PostgreSQL: all of a batch or none of it."""
+"""POST /api/messages/batch: all of a batch or none of it; what it stores, on each database."""
 
 import base64
 from datetime import datetime
@@ -40,6 +40,7 @@ def rows_by_id(ids: list[int]) -> dict[int, Message]:
     return {m.id: m for m in found}
 
 
+@pytest.mark.all_databases
 def test_batch_is_stored_whole_and_answered_in_request_order(client, token):
     messages = numbered(4)
     messages[1].update({"from": "Shop <shop@example.com>", "cc": ["cc@example.com"],
@@ -70,6 +71,7 @@ def test_batch_is_stored_whole_and_answered_in_request_order(client, token):
     assert shown["subject"] == "message 3"
 
 
+@pytest.mark.all_databases
 def test_a_thousand_messages_go_in_several_inserts_in_order(client, token, monkeypatch):
     monkeypatch.setattr(store, "INSERT_ROWS", 300)
     response = batch(client, token, numbered(1000))
@@ -81,6 +83,7 @@ def test_a_thousand_messages_go_in_several_inserts_in_order(client, token, monke
     assert all(rows[a["id"]].message_id == a["message_id"] for a in answered)
 
 
+@pytest.mark.all_databases
 def test_inserts_are_split_by_the_bytes_they_carry(client, token, monkeypatch):
     monkeypatch.setattr(store, "INSERT_BYTES", 5000)
     messages = numbered(7)
@@ -93,6 +96,7 @@ def test_inserts_are_split_by_the_bytes_they_carry(client, token, monkeypatch):
     assert texts == [m["text"] for m in messages]
 
 
+@pytest.mark.all_databases
 def test_without_insert_returning_the_ids_are_found_by_message_id(client, token, monkeypatch):
     """The path MySQL takes, which has no INSERT ... RETURNING."""
     monkeypatch.setattr(db.engine.dialect, "insert_executemany_returning", False)
@@ -203,6 +207,7 @@ def test_a_message_over_the_size_limit_is_413_naming_it(app, client, token):
     assert nothing_stored()
 
 
+@pytest.mark.all_databases
 def test_attachments_are_stored_in_chunks_with_their_message(client, token, monkeypatch):
     monkeypatch.setattr(attachments, "CHUNK_BYTES", 4)
     messages = numbered(3)
@@ -221,6 +226,7 @@ def test_attachments_are_stored_in_chunks_with_their_message(client, token, monk
     assert stored() == {"messages": 3, "attachments": 3, "attachment_chunks": 5}
 
 
+@pytest.mark.all_databases
 def test_repeated_idempotency_key_replays_the_batch(client, token):
     first = batch(client, token, numbered(3), key="run-7")
     assert first.status_code == 201
@@ -230,6 +236,7 @@ def test_repeated_idempotency_key_replays_the_batch(client, token):
     assert stored()["messages"] == 3
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize("other", [numbered(2), numbered(4), numbered(3, priority=1)])
 def test_idempotency_key_reused_for_another_batch_is_409(client, token, other):
     first = batch(client, token, numbered(3), key="run-7")
@@ -239,6 +246,7 @@ def test_idempotency_key_reused_for_another_batch_is_409(client, token, other):
     assert stored()["messages"] == 3
 
 
+@pytest.mark.all_databases
 def test_batch_keys_and_single_message_keys_do_not_meet(client, token):
     single = post(client, token, key="k1")
     response = batch(client, token, numbered(2), key="k1")
@@ -257,6 +265,7 @@ def test_invalid_batch_idempotency_key_is_400(client, token, key):
     assert nothing_stored()
 
 
+@pytest.mark.all_databases
 def test_longest_batch_key_fits_with_the_place_of_the_last_message(client, token):
     key = "k" * 250
     response = batch(client, token, numbered(1000), key=key)
@@ -264,6 +273,7 @@ def test_longest_batch_key_fits_with_the_place_of_the_last_message(client, token
     assert batch(client, token, numbered(1000), key=key).get_json() == response.get_json()
 
 
+@pytest.mark.all_databases
 def test_batched_messages_are_claimed_and_sent_by_the_worker(smtp_app, smtp, client, token):
     messages = numbered(6)
     messages[4]["attachments"] = [{"filename": "a.txt", "content": "aGk="}]

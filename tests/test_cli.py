@@ -1,13 +1,28 @@
 """The outbox commands: schema upgrade, tokens, one drain pass."""
 
+import pytest
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import queue, reports, rollups, tokens
-from outbox.extensions import db
+from outbox import create_app, queue, reports, rollups, tokens
+from outbox.extensions import Base, db, dispose_engines
 from outbox.models import ApiToken, utcnow
 
+from .conftest import base_config
 
+
+@pytest.mark.all_databases
+def test_upgrade_makes_every_table_of_the_models_in_an_empty_database(empty_database_url):
+    with create_app(base_config(empty_database_url)).app_context():
+        try:
+            upgrade()
+            tables = set(sa.inspect(db.engine).get_table_names())
+        finally:
+            dispose_engines()
+    assert tables == {table.name for table in Base.metadata.sorted_tables} | {"alembic_version"}
+
+
+@pytest.mark.all_databases
 def test_db_upgrade_is_idempotent(app, runner):
     result = runner.invoke(args=["db", "upgrade"])
     assert result.exit_code == 0, result.output
@@ -48,6 +63,7 @@ def test_revoking_an_unknown_token_is_an_error(app, runner):
     assert "no live token named 'nobody'" in result.output
 
 
+@pytest.mark.all_databases
 def test_the_migrations_match_the_models(app, runner):
     result = runner.invoke(args=["db", "check"])
     assert result.exit_code == 0, result.output

@@ -67,6 +67,7 @@ def wait_until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-de
         time.sleep(0.05)
 
 
+@pytest.mark.all_databases
 def test_parallel_workers_send_every_message_exactly_once(smtp_app, smtp, db_kind, tmp_path):
     count = 500 if db_kind == "sqlite" else 2000
     expected = enqueue_many(count)

@@ -6,7 +6,7 @@ import pytest
 
 from outbox import drafts
 from outbox.addresses import Mailbox
-from outbox.drafts import build_draft
+from outbox.drafts import DraftError, build_draft
 
 
 def test_a_bad_default_sender_is_named_on_every_draft():
@@ -135,3 +135,52 @@ def shown(value: object) -> object:
     if isinstance(value, list):
         return [shown(item) for item in value]
     return value
+
+
+# A valid message as the API takes it (POST /api/messages hands a JSON body to build_draft
+# as it is); each case below makes one field of it wrong.
+VALID = {"to": ["rcpt@example.com"], "subject": "Hello", "text": "Hello there"}
+DEFAULT_SENDER = "outbox@example.com"  # the tests' MAIL_DEFAULT_SENDER (conftest.base_config)
+
+BAD_FIELDS = [
+    ({"to": ["not an address"]}, "to"),
+    ({"to": "a@example.com, @example.com"}, "to"),
+    ({"cc": ["bob@"]}, "cc"),
+    ({"bcc": "x@example..com"}, "bcc"),
+    ({"from": "outbox at example.com"}, "from"),
+    ({"from": "a@example.com, b@example.com"}, "from"),
+    ({"reply_to": "nobody"}, "reply_to"),
+    ({"to": ["rcpt@example.com\r\nBcc: victim@example.com"]}, "to"),
+    ({"cc": "cc@example.com\nBcc: victim@example.com"}, "cc"),
+    ({"bcc": "b@example.com\rX: y"}, "bcc"),
+    ({"from": "outbox@example.com\r\nBcc: victim@example.com"}, "from"),
+    ({"reply_to": "help@example.com\nBcc: victim@example.com"}, "reply_to"),
+    ({"subject": "Hi\r\nBcc: victim@example.com"}, "subject"),
+    ({"subject": "Hi\nthere"}, "subject"),
+    ({"subject": "x" * 999}, "subject"),
+    ({"from": "N" * 990 + " <outbox@example.com>"}, "from"),
+    ({"headers": {"X-Tag": "a\r\nBcc: victim@example.com"}}, "headers"),
+    ({"headers": {"Bcc": "victim@example.com"}}, "headers"),
+    ({"headers": {"Message-ID": "<fixed@example.com>"}}, "headers"),
+    ({"headers": {"X-Bad:Name": "1"}}, "headers"),
+    ({"headers": ["X-Tag: 1"]}, "headers"),
+    ({"headers": "X-Tag: 1"}, "headers"),
+    ({"to": []}, "to"),
+    ({"to": ""}, "to"),
+    ({"text": "", "html": None}, "text"),
+    ({"send_after": "tomorrow"}, "send_after"),
+    ({"send_after": "0001-01-01T00:00:00+01:00"}, "send_after"),
+    ({"priority": "high"}, "priority"),
+    ({"priority": 1.5}, "priority"),
+    ({"attachments": [{"filename": "a.txt", "content": "not base64!"}]}, "attachments"),
+    ({"attachments": [{"filename": "a\r\n.txt", "content": "aGk="}]}, "attachments"),
+    ({"attachments": [{"filename": "a", "content_type": "text/" + "x" * 300, "content": ""}]},
+     "attachments"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("change, field", BAD_FIELDS)
+def test_bad_field_is_refused_naming_it(change, field):
+    with pytest.raises(DraftError) as refused:
+        build_draft({**VALID, **change}, DEFAULT_SENDER)
+    assert set(refused.value.errors) == {field}

@@ -27,8 +27,8 @@ from outbox.status import Status
 
 from .pages import move_to
 
-# In `make test` at a size that takes seconds; `make soak` (OUTBOX_SOAK=1) runs it ten
-# times larger and on PostgreSQL too.
+# In `make test` small and on MariaDB; `make soak` (OUTBOX_SOAK=1) runs it ten times
+# larger and on SQLite and PostgreSQL too.
 pytestmark = pytest.mark.soak
 SOAK = os.environ.get("OUTBOX_SOAK") == "1"
 # Examples per generation mode for the operation that stores messages; half as many
@@ -43,14 +43,18 @@ KEYS = ["order-1", "order-2", "Order-1"]
 STORING = ("/api/messages", "/api/messages/batch")
 
 
-DATABASES = ["sqlite", pytest.param("mariadb", marks=pytest.mark.mariadb)]
+# Generating the cases is most of the cost (derandomized, much the same cases for each
+# database). What the answers say depends on no database; what is stored can only
+# break on one that holds each column to its length, as SQLite does not. So
+# `make test` fuzzes once, on MariaDB, the database outbox runs on in production.
+DATABASES = [pytest.param("mariadb", marks=pytest.mark.mariadb)]
 if SOAK:
-    DATABASES.append(pytest.param("postgres", marks=pytest.mark.postgres))
+    DATABASES = ["sqlite", *DATABASES, pytest.param("postgres", marks=pytest.mark.postgres)]
 
 
 @pytest.fixture(params=DATABASES)
 def db_kind(request: pytest.FixtureRequest) -> str:
-    """Narrower than conftest's: PostgreSQL only in the soak run, to keep `make test` short."""
+    """MariaDB, and in the soak run SQLite and PostgreSQL too (see DATABASES)."""
     return request.param
 
 

@@ -384,6 +384,7 @@ def test_api_urls_no_route_takes_are_answered_in_json(client, token, path, metho
         assert "Allow" in response.headers
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize("path, code", [
     ("/messages?before=" + str(10**30), 400), ("/messages?before=-" + str(10**30), 400),
     ("/messages?before=0", 400), ("/messages?q=" + "x" * 60_000, 400), ("/messages?q=a%00", 400),

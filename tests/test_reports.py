@@ -6,6 +6,7 @@ import sys
 import time
 from collections import Counter
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -79,6 +80,7 @@ def test_an_hour_settles_lock_timeout_record_after_and_a_minute_after_its_end(ap
     assert rollups.settled_before(datetime(2030, 1, 10, 12, 16, 5)) == datetime(2030, 1, 10, 12)
 
 
+@pytest.mark.all_databases
 def test_chart_equals_a_direct_count_as_hours_settle_and_more_attempts_arrive(app, message_pk):
     # Two days of attempts every 7 minutes 13 seconds, with some on the hour boundaries.
     add_attempts(message_pk, spread(NOW - timedelta(days=2), NOW, timedelta(minutes=7, seconds=13)))
@@ -114,6 +116,7 @@ def test_the_chart_counts_hours_no_worker_has_kept_yet_and_keeps_nothing(app, me
     assert kept() == {}
 
 
+@pytest.mark.all_databases
 def test_a_kept_hour_is_not_counted_again(app, message_pk):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=5)))
     before = chart(NOW)
@@ -127,6 +130,7 @@ def test_a_kept_hour_is_not_counted_again(app, message_pk):
     assert view(NOW) == by_hour(NOW)
 
 
+@pytest.mark.all_databases
 def test_an_hour_stored_twice_keeps_its_first_count(app, message_pk):
     hour = datetime(2030, 1, 10, 3)
     rollups.store_hours([rollups.Hour(hour, 5, 1)], NOW)
@@ -136,6 +140,9 @@ def test_an_hour_stored_twice_keeps_its_first_count(app, message_pk):
     assert kept() == {hour: (5, 1), hour + timedelta(hours=1): (2, 0)}
 
 
+# `python -c` imports outbox from its working directory first: this checkout's, not
+# whichever one the environment has installed.
+CHECKOUT = Path(__file__).resolve().parent.parent
 VIEWER = """
 import sys, time
 from datetime import datetime
@@ -154,14 +161,15 @@ with app.app_context():
 """
 
 
-def test_workers_rolling_up_at_once_keep_each_hour_once(app, message_pk, tmp_path):
+@pytest.mark.all_databases
+def test_workers_rolling_up_at_once_keep_each_hour_once(app, message_pk):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=3)))
     expected = by_hour(NOW)
     start = time.time() + 3
     url = app.config["DATABASE_URL"]
     viewers = [
         subprocess.Popen([sys.executable, "-c", VIEWER, url, str(start), NOW.isoformat()],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=CHECKOUT)
         for _ in range(4)
     ]  # fmt: skip
     answers = [v.communicate(timeout=120) for v in viewers]
@@ -172,6 +180,7 @@ def test_workers_rolling_up_at_once_keep_each_hour_once(app, message_pk, tmp_pat
     assert chart(NOW) == expected
 
 
+@pytest.mark.all_databases
 def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, message_pk):
     now = utcnow()
     add_attempts(message_pk, spread(now - timedelta(hours=30), now, timedelta(minutes=10)))
@@ -198,6 +207,7 @@ def test_a_dashboard_view_reads_attempts_of_the_unsettled_hours_only(signed_in, 
     assert len(counts) == 6 and all("WHERE messages.status =" in sql for sql in counts)
 
 
+@pytest.mark.all_databases
 def test_a_full_count_is_due_when_missing_or_count_interval_old(app, make_message):
     app.config["COUNT_INTERVAL"] = 60.0
     assert rollups.counts_due(NOW)
@@ -208,6 +218,7 @@ def test_a_full_count_is_due_when_missing_or_count_interval_old(app, make_messag
     assert rollups.counts_due(NOW + timedelta(seconds=60))
 
 
+@pytest.mark.all_databases
 def test_a_second_full_count_replaces_the_first(app, make_message):
     first = make_message()
     rollups.refresh_counts(NOW)

@@ -203,6 +203,7 @@ def fail(times: int, start: datetime, address: str = "192.0.2.1") -> None:
         assert accounts.sign_in("staff@example.com", "wrong", address, now=moment) is None
 
 
+@pytest.mark.all_databases
 def test_failures_lock_an_address_out_only_within_15_minutes(staff):
     start = datetime(2030, 1, 1, 12, 0)
     fail(5, start)  # at 12:00 ... 12:04
@@ -217,6 +218,7 @@ def test_failures_lock_an_address_out_only_within_15_minutes(staff):
     assert accounts.sign_in("staff@example.com", PASSWORD, "192.0.2.1", now=later) is not None
 
 
+@pytest.mark.all_databases
 def test_a_successful_sign_in_clears_the_failure_count(staff):
     start = datetime(2030, 1, 1, 12, 0)
     fail(4, start)

@@ -165,6 +165,7 @@ def mixed(make_in) -> dict[Status, list[int]]:
     return found
 
 
+@pytest.mark.all_databases
 def test_outbox_tabs_show_counts_per_status(signed_in, mixed):
     page = parse(signed_in.get("/messages?status=failed"))
     assert tabs(page) == {"all": "9", "queued": "2", "sending": "1", "deferred": "1",
@@ -172,6 +173,7 @@ def test_outbox_tabs_show_counts_per_status(signed_in, mixed):
     assert page.find("a", aria_current="page").text.split()[0] == "failed"
 
 
+@pytest.mark.all_databases
 def test_outbox_counts_stop_at_the_cap(signed_in, mixed, monkeypatch):
     monkeypatch.setattr(reports, "COUNT_CAP", 2)
     page = parse(signed_in.get("/messages"))
@@ -179,6 +181,7 @@ def test_outbox_counts_stop_at_the_cap(signed_in, mixed, monkeypatch):
                           "sent": "1", "failed": "2+", "cancelled": "1"}  # fmt: skip
 
 
+@pytest.mark.all_databases
 def test_past_the_cap_the_tabs_show_the_workers_full_count(signed_in, mixed, make_in, monkeypatch):
     monkeypatch.setattr(reports, "COUNT_CAP", 2)
     counted_at = utcnow()
@@ -199,6 +202,7 @@ def test_past_the_cap_the_tabs_show_the_workers_full_count(signed_in, mixed, mak
     assert tabs(page)["all"] == "≈6"
 
 
+@pytest.mark.all_databases
 def test_dashboard_tiles_show_the_workers_full_count_past_the_cap(signed_in, mixed, monkeypatch):
     monkeypatch.setattr(reports, "COUNT_CAP", 2)
     assert tiles(parse(signed_in.get("/")))["failed"] == "2+"
@@ -227,6 +231,7 @@ def test_unknown_tab_is_404(signed_in, status):
     assert signed_in.get(f"/messages?status={status}").status_code == 404
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize(
     "search, subjects",
     [("ANN", {"Invoice 7", "ANNUAL report"}), ("bob", {"Receipt"}), ("invoice", {"Invoice 7"}),
@@ -258,6 +263,7 @@ def walk(client, path: str) -> list[list[int]]:  # type: ignore[no-untyped-def]
     return pages
 
 
+@pytest.mark.all_databases
 def test_list_pages_through_every_message_exactly_once(signed_in, make_message, monkeypatch):
     monkeypatch.setattr(reports, "PAGE_SIZE", 3)
     ids = [make_message(subject=f"m{n}").id for n in range(8)]
@@ -270,6 +276,7 @@ def test_list_pages_through_every_message_exactly_once(signed_in, make_message, 
     assert [i for p in pages for i in p] == sorted(ids, reverse=True)
 
 
+@pytest.mark.all_databases
 def test_filtered_search_pages_keep_their_filter(signed_in, make_in, monkeypatch):
     monkeypatch.setattr(reports, "PAGE_SIZE", 2)
     wanted = []
@@ -354,6 +361,7 @@ def test_message_page_shows_every_field_the_body_attachments_and_attempts(signed
     ]
 
 
+@pytest.mark.all_databases
 def test_attachment_links_download_the_exact_bytes_as_named_attachments(signed_in, make_message):
     big = bytes(range(256)) * (10 * 1024 + 1)  # 2.5 MiB and a bit: three chunks
     files = [Upload("report.pdf", "application/pdf", b"%PDF-1.4\x00\xff"),
@@ -374,6 +382,7 @@ def test_attachment_links_download_the_exact_bytes_as_named_attachments(signed_i
     assert signed_in.get(f"/messages/{other.id}/attachments/{attachment}").status_code == 404
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize("path", ["/messages/{id}", "/messages/{id}/body.html",
                                   "/messages/{id}/attachments/1", "/messages/{big}"])  # fmt: skip
 def test_unknown_message_is_404(signed_in, path):
@@ -522,6 +531,7 @@ def tiles(page: Element) -> dict[str, str]:
     return found
 
 
+@pytest.mark.all_databases
 def test_dashboard_counts_messages_per_status_and_the_oldest_waiting_age(signed_in, make_in):
     now = utcnow()
     make_in(Status.QUEUED, now=now - timedelta(hours=3, minutes=5, seconds=10))
@@ -540,6 +550,7 @@ def test_dashboard_without_waiting_messages_shows_no_age(signed_in, make_in):
     assert tiles(parse(signed_in.get("/")))["oldest waiting"] == "—"
 
 
+@pytest.mark.all_databases
 def test_dashboard_chart_has_24_hours_of_sent_and_failed_attempts(signed_in, make_message):
     now = utcnow()
     for hours_ago, outcome in [(2, "sent"), (2, "sent"), (5, "failed"), (1, "deferred"),
@@ -601,6 +612,7 @@ def test_resend_all_failed_needs_the_box_ticked(signed_in, make_in):
     assert fresh(cancelled).status == "cancelled"
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize(
     "poll, seconds_ago, warned",
     [(20.0, 35, False), (20.0, 45, True), (60.0, 100, False), (60.0, 130, True),
@@ -672,6 +684,7 @@ def test_compose_with_no_recipient_names_every_other_bad_field_too(signed_in):
     assert stored(Message) == 0
 
 
+@pytest.mark.all_databases
 def test_a_search_reads_a_window_of_ids_and_pages_on_to_older_ones(
     signed_in, make_message, monkeypatch
 ):

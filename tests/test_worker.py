@@ -36,6 +36,7 @@ def point_at(app, port: int) -> None:  # type: ignore[no-untyped-def]
     app.config["MAIL_PORT"] = app.extensions["mail"].port = port
 
 
+@pytest.mark.all_databases
 def test_a_drain_sends_each_due_message_once_over_one_connection_a_batch(
     smtp_app, smtp, make_message
 ):
@@ -70,6 +71,7 @@ def recorded_as_each_arrives(smtp) -> list[int]:  # type: ignore[no-untyped-def]
     return seen
 
 
+@pytest.mark.all_databases
 def test_outcomes_are_written_every_record_every_messages(smtp_app, smtp, make_message):
     # What a worker killed at any moment would send again: the outcomes not yet written.
     smtp_app.config.update(BATCH_SIZE=10, RECORD_EVERY=4, RECORD_AFTER=60.0)
@@ -91,6 +93,7 @@ def test_an_outcome_waits_at_most_record_after(smtp_app, smtp, make_message):
     assert seen[0] == 0 and seen[4] >= 3, seen
 
 
+@pytest.mark.all_databases
 def test_a_group_of_mixed_outcomes_is_written_each_as_it_came(smtp_app, smtp, make_message):
     smtp_app.config.update(BATCH_SIZE=10, RECORD_EVERY=10, MAX_ATTEMPTS=3)
     replies = ["451 4.3.0 busy", "250 ok", "550 5.1.1 no such user", "250 ok", "452 4.2.2 full"]
@@ -212,6 +215,7 @@ def test_a_silent_server_times_out_and_leaves_no_claim(app, make_message):
         assert "timed out" in row.last_error
 
 
+@pytest.mark.all_databases
 @pytest.mark.parametrize(
     ("column", "value", "error"),
     [
@@ -263,6 +267,7 @@ def test_a_stop_before_a_batch_hands_all_of_it_back(smtp_app, smtp, make_message
     assert (smtp.recorder.connections, smtp.received) == (0, [])
 
 
+@pytest.mark.all_databases
 def test_a_dead_workers_claim_is_taken_back_and_delivered(smtp_app, smtp, make_message):
     old = utcnow() - timedelta(seconds=smtp_app.config["LOCK_TIMEOUT"] + 60)
     abandoned = make_message(now=old)
