@@ -110,6 +110,7 @@ def test_chart_equals_a_direct_count_as_hours_settle_and_more_attempts_arrive(ap
     assert all(kept()[h] == (s, f) for h, s, f in by_hour(next_day)[:-2])
 
 
+@pytest.mark.all_databases
 def test_the_chart_counts_hours_no_worker_has_kept_yet_and_keeps_nothing(app, message_pk):
     add_attempts(message_pk, spread(NOW - timedelta(hours=30), NOW, timedelta(minutes=5)))
     assert view(NOW) == by_hour(NOW)
