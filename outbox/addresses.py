@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from email.headerregistry import Address
 from email.utils import getaddresses
 from enum import StrEnum
-from typing import Any
 
 from email_validator import EmailNotValidError, validate_email
 from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
@@ -40,40 +39,32 @@ class Mailbox:
 
     def __str__(self) -> str:
         """As a person writes it: `Ann <ann@example.com>`, quoted where RFC 5322 needs it."""
-        if not self.name:
-            return self.address
-        return str(Address(display_name=self.name, addr_spec=self.address))
+        return written(self.address, self.name) if self.name else self.address
 
     @property
     def domain(self) -> str:
         return self.address.rpartition("@")[2]
 
 
-@dataclass(frozen=True, slots=True)
-class Recipient:
-    """A mailbox a message goes to, and the header that names it."""
-
-    kind: Kind
-    mailbox: Mailbox
-
-    def stored(self) -> dict[str, str]:
-        """The JSON object of the messages.recipients column."""
-        found = {"kind": self.kind.value, "address": self.mailbox.address}
-        if self.mailbox.name:
-            found["name"] = self.mailbox.name
-        return found
-
-    @classmethod
-    def from_stored(cls, value: dict[str, Any]) -> "Recipient":
-        return cls(Kind(value["kind"]), Mailbox(value["address"], value.get("name", "")))
+@functools.lru_cache(maxsize=4096)
+def written(address: str, name: str) -> str:
+    """An address with its display name as RFC 5322 writes it (the same few come back often)."""
+    return str(Address(display_name=name, addr_spec=address))
 
 
-def recipients(to: list[Mailbox], cc: list[Mailbox], bcc: list[Mailbox]) -> list[Recipient]:
-    """The recipients of To, Cc and Bcc in the order given, each list after the one before."""
-    found = [Recipient(Kind.TO, m) for m in to]
-    found += [Recipient(Kind.CC, m) for m in cc]
-    found += [Recipient(Kind.BCC, m) for m in bcc]
-    return found
+def stored(to: list[Mailbox], cc: list[Mailbox], bcc: list[Mailbox]) -> list[dict[str, str]]:
+    """The recipients column: To, Cc and Bcc in the order given, as {kind, address[, name]}."""
+    return [
+        {"kind": kind, "address": m.address, "name": m.name} if m.name
+        else {"kind": kind, "address": m.address}
+        for kind, listed in ((Kind.TO.value, to), (Kind.CC.value, cc), (Kind.BCC.value, bcc))
+        for m in listed
+    ]  # fmt: skip
+
+
+def from_stored(entry: dict[str, str]) -> Mailbox:
+    """The mailbox of one entry of the recipients column."""
+    return Mailbox(entry["address"], entry.get("name", ""))
 
 
 def parse(values: Iterable[str]) -> list[Mailbox]:

@@ -206,7 +206,6 @@ def _listed(row: Row) -> tuple[Addresses, Addresses, Addresses]:
     return found[Kind.TO], found[Kind.CC], found[Kind.BCC]
 
 
-@functools.lru_cache(maxsize=1024)
 def _mailbox(address: str | None, name: str) -> str:
     """An address with its display name as a header names it (quoted where it must be)."""
     return str(Mailbox(address, name)) if address else ""

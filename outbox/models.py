@@ -18,7 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
 
-from .addresses import Kind, Mailbox
+from .addresses import Kind, Mailbox, from_stored
 from .extensions import Base
 from .status import Status
 
@@ -54,7 +54,7 @@ class Message(Base):
     reply_to: Mapped[str | None] = mapped_column(String(998))
     reply_to_name: Mapped[str] = mapped_column(String(998), default="")
     # To, Cc and Bcc in the order given: [{"kind": "to", "address": ..., "name": ...}, ...]
-    # (addresses.Recipient.stored).
+    # (addresses.stored).
     recipients: Mapped[list[dict[str, str]]] = mapped_column(JSON)
     subject: Mapped[str] = mapped_column(String(998), default="")
     text_body: Mapped[str | None] = mapped_column(LongText)
@@ -87,8 +87,7 @@ class Message(Base):
 
     def recipients_of(self, kind: Kind) -> list[Mailbox]:
         """The mailboxes named in To, Cc or Bcc, in the order given."""
-        return [Mailbox(r["address"], r.get("name", "")) for r in self.recipients
-                if r["kind"] == kind]  # fmt: skip
+        return [from_stored(entry) for entry in self.recipients if entry["kind"] == kind]
 
     def listed(self, kind: Kind) -> str:
         """The mailboxes of To, Cc or Bcc as a person reads them, comma-separated."""

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import models
-from .addresses import Kind
+from .addresses import Kind, from_stored
 from .status import Status
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -53,21 +53,19 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat(timespec="seconds") + "Z" if moment else None
 
 
-def _shown(message: models.Message, column: str) -> Any:
-    """A field's value: the column, or the addresses as a person writes them."""
-    if column == "from_addr":
-        return str(message.sender)
-    if column in KINDS:
-        return [str(mailbox) for mailbox in message.recipients_of(KINDS[column])]
-    return getattr(message, column)
-
-
-KINDS = {kind.value: kind for kind in Kind}
+# The answer's address fields, made from the stored parts; the rest are columns as they are.
+ADDRESSES = {"from_addr", *(kind.value for kind in Kind)}
+_COLUMNS = [(name, column) for name, column, is_time in _SHOWN
+            if not is_time and column not in ADDRESSES]  # fmt: skip
+_TIMES = [(name, column) for name, column, is_time in _SHOWN if is_time]
 
 
 def message_json(message: models.Message) -> dict[str, Any]:
     """What the API tells about a stored message: the fields of Message, times in UTC."""
-    return {
-        name: _iso(_shown(message, column)) if is_time else _shown(message, column)
-        for name, column, is_time in _SHOWN
-    }
+    found = {name: getattr(message, column) for name, column in _COLUMNS}
+    found.update({name: _iso(getattr(message, column)) for name, column in _TIMES})
+    listed: dict[str, list[str]] = {kind.value: [] for kind in Kind}
+    for entry in message.recipients:
+        listed[entry["kind"]].append(str(from_stored(entry)))
+    found.update(listed, **{"from": str(message.sender)})
+    return found

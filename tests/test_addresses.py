@@ -85,12 +85,11 @@ def test_a_mailbox_is_written_as_a_person_writes_it():
 
 def test_recipients_keep_the_order_given_and_store_as_json_objects():
     to, cc = [Mailbox("b@x.example"), Mailbox("a@x.example", "A")], [Mailbox("c@x.example")]
-    listed = addresses.recipients(to, cc, [Mailbox("d@x.example")])
-    stored = [r.stored() for r in listed]
-    assert stored == [
+    entries = addresses.stored(to, cc, [Mailbox("d@x.example")])
+    assert entries == [
         {"kind": "to", "address": "b@x.example"},
         {"kind": "to", "address": "a@x.example", "name": "A"},
         {"kind": "cc", "address": "c@x.example"},
         {"kind": "bcc", "address": "d@x.example"},
     ]
-    assert [addresses.Recipient.from_stored(s) for s in stored] == listed
+    assert [addresses.from_stored(e) for e in entries] == [*to, *cc, Mailbox("d@x.example")]

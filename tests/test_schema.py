@@ -40,7 +40,7 @@ def test_the_compose_form_has_a_labelled_control_for_each_form_field():
 
 def test_an_answer_shows_columns_of_the_stored_message_or_its_recipients():
     columns = set(sa.inspect(models.Message).columns.keys())
-    assert set(wire.Message.model_fields) <= columns | set(wire.KINDS)
+    assert set(wire.Message.model_fields) <= columns | wire.ADDRESSES
     shown = [name for name, _, _ in wire._SHOWN]
     assert shown[:5] == ["id", "message_id", "status", "from", "to"]
     assert [name for name, _, is_time in wire._SHOWN if is_time] == [

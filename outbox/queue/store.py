@@ -10,7 +10,7 @@ from email.utils import make_msgid
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from ..addresses import Mailbox, recipients
+from ..addresses import Mailbox, stored
 from ..drafts import Draft, Upload
 from ..extensions import AUTOCOMMIT, db
 from ..models import Message, utcnow
@@ -140,7 +140,7 @@ def _message_row(draft: Draft, now: datetime, **values: object) -> dict[str, obj
         "from_name": draft.from_addr.name,
         "reply_to": draft.reply_to.address if draft.reply_to else None,
         "reply_to_name": draft.reply_to.name if draft.reply_to else "",
-        "recipients": [r.stored() for r in recipients(draft.to, draft.cc, draft.bcc)],
+        "recipients": stored(draft.to, draft.cc, draft.bcc),
         "subject": draft.subject,
         "text_body": draft.text,
         "html_body": draft.html,
