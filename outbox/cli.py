@@ -5,7 +5,7 @@ import logging
 import click
 from flask import Flask, current_app
 
-from . import accounts, tokens, worker
+from . import accounts, runner, tokens, worker
 
 
 def configure_logging() -> None:
@@ -22,8 +22,8 @@ def worker_command(processes: int) -> None:
     """Run a worker: drain the queue every OUTBOX_POLL_INTERVAL seconds until stopped."""
     configure_logging()
     if processes > 1:
-        raise SystemExit(worker.run_many(processes))
-    worker.run(current_app._get_current_object())  # type: ignore[attr-defined]
+        raise SystemExit(runner.run_many(processes))
+    runner.run(current_app._get_current_object())  # type: ignore[attr-defined]
 
 
 @click.command("send-queued")

@@ -13,7 +13,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from flask_migrate import upgrade
 from werkzeug.serving import run_simple
 
-from . import accounts, tokens, worker
+from . import accounts, runner, tokens, worker
 from .app import create_app
 from .cli import configure_logging
 
@@ -88,7 +88,7 @@ def run(port: int, smtp_port: int) -> None:
     sink.start()
     scheduler = BackgroundScheduler(timezone="UTC")
     drainer = worker.Worker()
-    worker.schedule(scheduler, app, drainer)
+    runner.schedule(scheduler, app, drainer)
     scheduler.start()
 
     base = f"http://127.0.0.1:{port}"

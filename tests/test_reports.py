@@ -12,7 +12,7 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import delete, event, func, select
 
-from outbox import queue, reports, rollups, worker
+from outbox import queue, reports, rollups, runner, worker
 from outbox.extensions import db
 from outbox.models import Attempt, AttemptHour, StatusCount, utcnow
 from outbox.status import Status
@@ -240,7 +240,7 @@ def test_a_second_full_count_replaces_the_first(app, make_message):
 def test_the_worker_counts_on_a_schedule_of_its_own(app, make_message):
     make_message()
     scheduler = BackgroundScheduler(timezone="UTC")
-    worker.schedule(scheduler, app, worker.Worker())
+    runner.schedule(scheduler, app, worker.Worker())
     job = scheduler.get_job("counts")
     assert job.trigger.interval == timedelta(seconds=app.config["COUNT_INTERVAL"])
     job.func()

@@ -1,0 +1,120 @@
+"""Running workers: the APScheduler process of one worker, and several side by side."""
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.schedulers.base import BaseScheduler
+from flask import Flask
+
+from .extensions import db
+from .worker import Worker, count_if_due
+
+log = logging.getLogger("outbox.worker")
+
+
+def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
+    """Add the drain and the full count per status; the lock returned is held while a pass runs."""
+    busy = threading.Lock()
+
+    def tick() -> None:
+        with busy, app.app_context():
+            try:
+                worker.drain()
+            except Exception:
+                # A database or network outage ends this pass; the next tick retries.
+                log.exception("%s: drain pass failed", worker.worker_id)
+            finally:
+                db.session.remove()
+
+    def count() -> None:
+        with app.app_context():  # its teardown ends the session
+            count_if_due(worker.worker_id)
+
+    scheduler.add_job(
+        tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
+        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+    )  # fmt: skip
+    # In a thread of its own, beside the drain. Of many workers the first whose turn
+    # comes counts; the jitter keeps them from all finding the count due at once.
+    interval = app.config["COUNT_INTERVAL"]
+    scheduler.add_job(
+        count, "interval", seconds=interval, jitter=interval / 4, id="counts",
+        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+    )  # fmt: skip
+    return busy
+
+
+def run(app: Flask) -> None:
+    """Drain now and then every POLL_INTERVAL seconds until SIGTERM or SIGINT."""
+    worker = Worker()
+    scheduler = BackgroundScheduler(timezone="UTC")
+    busy = schedule(scheduler, app, worker)
+    stops = {signal.SIGTERM, signal.SIGINT}
+    # Blocked in this thread and so in every thread the scheduler starts, and taken
+    # here by sigwait. A Python handler runs only in the main thread: a signal the
+    # kernel handed to the busy drain thread waited until the scheduler's next wake-up,
+    # up to POLL_INTERVAL, while the pass went on claiming batches.
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
+    scheduler.start()
+    signum = signal.sigwait(stops)
+    log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
+    worker.stop.set()
+    scheduler.shutdown(wait=False)
+    with busy:  # let the message in hand finish and the rest be handed back
+        pass
+    log.info("%s: stopped", worker.worker_id)
+
+
+def _die_with(parent: int) -> None:
+    """In a child, before exec (Linux): SIGTERM when the process that started it dies.
+
+    A supervisor killed outright would otherwise leave its workers running unwatched.
+    One killed between the fork and this call is already gone, and the signal would
+    never come: the child then ends itself.
+    """
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
+
+
+def run_many(count: int, restart_after: float = 1.0) -> int:
+    """Run count worker processes until SIGTERM or SIGINT; the exit code of the stop.
+
+    Each is a whole `outbox worker` of its own (its own connections, claims and
+    heartbeat), started with this process's environment and settings. One that dies
+    is started again; a stop is passed on to all of them and waited for.
+    """
+    command = [sys.executable, "-m", "outbox", "worker"]
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    me = os.getpid()
+    tie = (lambda: _die_with(me)) if sys.platform == "linux" else None
+    children = [subprocess.Popen(command, preexec_fn=tie) for _ in range(count)]
+    log.info("started %d worker processes: %s", count, [c.pid for c in children])
+    while True:
+        found = signal.sigtimedwait(stops, restart_after)
+        if found is not None:
+            log.info("%s received, stopping %d worker processes",
+                     signal.Signals(found.si_signo).name, count)  # fmt: skip
+            break
+        for n, child in enumerate(children):
+            if child.poll() is not None:
+                log.error("worker process %d exited with %s; starting another",
+                          child.pid, child.returncode)  # fmt: skip
+                children[n] = subprocess.Popen(command, preexec_fn=tie)
+    for child in children:
+        child.send_signal(signal.SIGTERM)
+    codes = [child.wait() for child in children]
+    log.info("worker processes stopped: exit codes %s", codes)
+    return max(codes, key=abs)
