@@ -5,8 +5,12 @@ import functools
 import re
 import smtplib
 
-from .mime import BARE_ADDRESS, Prepared, Rendered
+from .rendered import Prepared, Rendered
 
+# An address getaddresses returns as it is, with no display name: a dot-atom local part
+# and a domain of dot-separated labels.
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+BARE_ADDRESS = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
 # smtplib's dot-stuffing: a line that starts with "." gets another.
 LINE_DOT = re.compile(rb"(?m)^\.")
 

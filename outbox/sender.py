@@ -12,7 +12,7 @@ from flask import current_app
 from flask_mail import Connection
 
 from . import pipelining
-from .mime import Prepared
+from .rendered import Prepared
 from .status import WATCHDOG_LATENESS, Outcome
 
 

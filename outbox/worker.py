@@ -1,4 +1,4 @@
-"""The worker: an APScheduler job that drains every due message, batch after batch."""
+"""The worker's drain pass: claim due messages, send them, record what came of each."""
 
 import logging
 import os

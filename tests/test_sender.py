@@ -10,7 +10,7 @@ import tracemalloc
 
 import pytest
 
-from outbox import mime, queue, sender
+from outbox import mime, queue, rendered, sender
 from outbox.drafts import Upload, build_draft
 from outbox.status import Outcome
 
@@ -312,7 +312,7 @@ def attachments_of(content: bytes) -> list[bytes]:
 
 def test_large_attachments_arrive_byte_for_byte(smtp_app, smtp, make_message):
     # Across several encoding blocks, and one ending a block then one byte into the next.
-    bodies = [os.urandom(3 * MIB), os.urandom(mime.BLOCK_BYTES * 2 + 58), b"", b"x"]
+    bodies = [os.urandom(3 * MIB), os.urandom(rendered.BLOCK_BYTES * 2 + 58), b"", b"x"]
     assert len(bodies[1]) % 57 != 0
     row = attached(make_message, *bodies, html="<p>Hello</p>")
     assert send(row) == [sender.Result(SENT)]
@@ -323,7 +323,7 @@ def test_large_attachments_arrive_byte_for_byte(smtp_app, smtp, make_message):
 
 
 def test_the_data_is_what_flask_mail_renders(app, make_message):
-    block = mime.BLOCK_BYTES
+    block = rendered.BLOCK_BYTES
     sizes = [0, 1, 56, 57, 58, block - 1, block, block + 1, 3 * block + 100]
     row = attached(make_message, *map(os.urandom, sizes), html="<p>Hello</p>")
     message = mime.build(row, queue.read_attachments(row.id))
