@@ -67,6 +67,14 @@ def from_stored(entry: dict[str, str]) -> Mailbox:
     return Mailbox(entry["address"], entry.get("name", ""))
 
 
+def by_kind(entries: list[dict[str, str]]) -> dict[Kind, list[Mailbox]]:
+    """The recipients column read back: the mailboxes of To, Cc and Bcc, each in order."""
+    found: dict[Kind, list[Mailbox]] = {kind: [] for kind in Kind}
+    for entry in entries:
+        found[entry["kind"]].append(from_stored(entry))  # type: ignore[index]  # a Kind's value
+    return found
+
+
 def parse(values: Iterable[str]) -> list[Mailbox]:
     """The mailboxes of strings that may each hold a comma-separated list; ValueError if bad."""
     found: list[Mailbox] = []

@@ -10,12 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from .addresses import Mailbox
-from .addresses import parse as parse_addresses  # noqa: F401  (where tests find it)
-
-# Where queue.py, mime.py and the tests have always found them.
-from .checks import LINE_BREAK as LINE_BREAK
-from .checks import Upload as Upload
-from .checks import check_upload as check_upload
+from .checks import Upload
 from .schema import NewMessage, field_errors
 
 

@@ -19,7 +19,7 @@ from email.utils import formatdate
 
 from flask_mail import Attachment, Message, sanitize_address, sanitize_subject
 
-from .addresses import LINE_BREAK, Kind, Mailbox
+from .addresses import LINE_BREAK, Kind, Mailbox, by_kind
 from .models import Message as Row
 from .rendered import WIRE, Prepared, Rendered
 
@@ -105,9 +105,8 @@ def _listed(row: Row) -> tuple[Addresses, Addresses, Addresses]:
     Pairs, not "name <addr>" text: Flask-Mail reads text again with parseaddr, which
     cuts an unquoted name holding a comma in two.
     """
-    found: dict[str, Addresses] = {Kind.TO: [], Kind.CC: [], Kind.BCC: []}
-    for recipient in row.recipients:
-        found[recipient["kind"]].append((recipient.get("name", ""), recipient["address"]))
+    found = {kind: [(m.name, m.address) for m in listed]
+             for kind, listed in by_kind(row.recipients).items()}  # fmt: skip
     return found[Kind.TO], found[Kind.CC], found[Kind.BCC]
 
 

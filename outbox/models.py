@@ -18,7 +18,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
 
-from .addresses import Kind, Mailbox, from_stored
+from .addresses import Kind, Mailbox, by_kind
 from .extensions import Base
 from .status import Status
 
@@ -87,7 +87,7 @@ class Message(Base):
 
     def recipients_of(self, kind: Kind) -> list[Mailbox]:
         """The mailboxes named in To, Cc or Bcc, in the order given."""
-        return [from_stored(entry) for entry in self.recipients if entry["kind"] == kind]
+        return by_kind(self.recipients)[kind]
 
     def listed(self, kind: Kind) -> str:
         """The mailboxes of To, Cc or Bcc as a person reads them, comma-separated."""

@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import models
-from .addresses import Kind, from_stored
+from .addresses import Kind, by_kind
 from .status import Status
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -64,8 +64,7 @@ def message_json(message: models.Message) -> dict[str, Any]:
     """What the API tells about a stored message: the fields of Message, times in UTC."""
     found = {name: getattr(message, column) for name, column in _COLUMNS}
     found.update({name: _iso(getattr(message, column)) for name, column in _TIMES})
-    listed: dict[str, list[str]] = {kind.value: [] for kind in Kind}
-    for entry in message.recipients:
-        listed[entry["kind"]].append(str(from_stored(entry)))
-    found.update(listed, **{"from": str(message.sender)})
+    for kind, mailboxes in by_kind(message.recipients).items():
+        found[kind.value] = [str(mailbox) for mailbox in mailboxes]
+    found["from"] = str(message.sender)
     return found

@@ -14,7 +14,7 @@ from flask import Flask
 from werkzeug.serving import make_server
 
 from outbox import accounts, heartbeats, tokens
-from outbox.drafts import Upload
+from outbox.checks import Upload
 from outbox.extensions import db
 from outbox.models import Attachment, Message, WorkerBeat, utcnow
 

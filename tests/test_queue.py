@@ -184,7 +184,7 @@ def test_cancel_and_resend(app, make_message):
 
 
 def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message):
-    from outbox.drafts import Upload
+    from outbox.checks import Upload
     from outbox.models import CHUNK_BYTES, AttachmentChunk
 
     big = bytes(range(256)) * (CHUNK_BYTES // 256 * 2 + 10)
@@ -200,7 +200,7 @@ def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message)
 def test_attachments_missing_a_chunk_or_a_row_are_damaged_not_read_short(app, make_message):
     from sqlalchemy import delete
 
-    from outbox.drafts import Upload
+    from outbox.checks import Upload
     from outbox.models import CHUNK_BYTES, Attachment, AttachmentChunk
 
     big = bytes(range(256)) * (CHUNK_BYTES // 256 + 10)

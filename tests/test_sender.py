@@ -11,7 +11,8 @@ import tracemalloc
 import pytest
 
 from outbox import mime, queue, rendered, sender
-from outbox.drafts import Upload, build_draft
+from outbox.checks import Upload
+from outbox.drafts import build_draft
 from outbox.status import Outcome
 
 from .sink import Sink

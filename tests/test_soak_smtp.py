@@ -156,7 +156,7 @@ def spoil(message_pk: int, **values: object) -> None:
 def with_attachments(expected: list[str]) -> tuple[int, list[int]]:
     """Queue a message with two attachments, the first in two chunks; its and their keys."""
     from outbox import queue
-    from outbox.drafts import Upload
+    from outbox.checks import Upload
 
     from .conftest import draft as make_draft
 

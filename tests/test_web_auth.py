@@ -7,7 +7,7 @@ import pytest
 from sqlalchemy import func, select
 
 from outbox import accounts
-from outbox.drafts import Upload
+from outbox.checks import Upload
 from outbox.extensions import db
 from outbox.models import Attachment, Message, User
 from outbox.status import Status

@@ -9,7 +9,8 @@ from sqlalchemy import func, select, update
 from werkzeug.http import parse_options_header
 
 from outbox import heartbeats, queue, reports, rollups
-from outbox.drafts import Upload, check_upload, parse_addresses
+from outbox.addresses import parse as parse_addresses
+from outbox.checks import Upload, check_upload
 from outbox.extensions import db
 from outbox.models import Attachment, Message, StatusCount, utcnow
 from outbox.status import Retry, Status

@@ -3,7 +3,8 @@
 from datetime import datetime
 
 from ..addresses import Kind
-from ..drafts import Draft, Upload
+from ..checks import Upload
+from ..drafts import Draft
 from ..extensions import db
 from ..models import Message, utcnow
 from ..status import Status, sources

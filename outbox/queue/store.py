@@ -11,7 +11,8 @@ from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
 from ..addresses import Mailbox, stored
-from ..drafts import Draft, Upload
+from ..checks import Upload
+from ..drafts import Draft
 from ..extensions import AUTOCOMMIT, db
 from ..models import Message, utcnow
 from ..status import Status
