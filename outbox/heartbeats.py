@@ -4,7 +4,7 @@ import os
 import socket
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import case, select, update
 
 from .extensions import db
 from .models import WorkerBeat, utcnow
@@ -30,6 +30,22 @@ def beat(worker_id: str, started_at: datetime, sent: int, now: datetime | None =
             )
         )
     db.session.commit()
+
+
+def fault(worker_id: str, started_at: datetime, error: str | None) -> bool:
+    """Put on record that the worker's sending fails with error (None: works again).
+
+    Returns whether a fault is now on record. The first failure's time is kept while it
+    goes on failing, whatever the error says each time.
+    """
+    beat(worker_id, started_at, 0)
+    since: object = None
+    if error:
+        since = case((WorkerBeat.fault_since.is_(None), utcnow()), else_=WorkerBeat.fault_since)
+    stmt = update(WorkerBeat).where(WorkerBeat.worker_id == worker_id)
+    db.session.execute(stmt.values(fault=error, fault_since=since))
+    db.session.commit()
+    return error is not None
 
 
 def seen_since(moment: datetime) -> list[WorkerBeat]:

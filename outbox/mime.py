@@ -21,7 +21,7 @@ from flask_mail import Attachment, Message, sanitize_address, sanitize_subject
 
 from .addresses import LINE_BREAK, Kind, Mailbox, by_kind
 from .models import Message as Row
-from .rendered import WIRE, Prepared, Rendered
+from .rendered import WIRE, Features, Prepared, Rendered
 
 Addresses = list[tuple[str, str]]  # (display name, address) pairs
 
@@ -76,10 +76,11 @@ class OutgoingMessage(Message):
     # The envelope, from the stored addresses (build sets them).
     envelope_from: str = ""
     envelope_to: list[str] = []
+    envelope_stored: list[str] = []
 
     def prepare(self) -> "Prepared":
         """The envelope and the DATA, as smtplib's sendmail takes them."""
-        return Prepared(self.envelope_from, self.envelope_to, self.render())
+        return Prepared(self.envelope_from, self.envelope_to, self.render(), self.envelope_stored)
 
     def _wire_bytes(self) -> bytes:
         message = self._message()
@@ -155,7 +156,7 @@ def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> OutgoingMessag
         )
         message.msgId = row.message_id
         message.envelope_from = _address(("", row.from_addr))
-        message.envelope_to = _envelope(to, cc, bcc)
+        message.envelope_to, message.envelope_stored = _envelope(row)
     except BuildError:
         raise
     except Exception as exc:
@@ -163,7 +164,22 @@ def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> OutgoingMessag
     return message
 
 
-def prepare(row: Row, attachments: list[tuple[str, str, bytes]]) -> Prepared:
+class Mail:
+    """A row's mail, written for each server as what it offers allows."""
+
+    def __init__(self, prepared: Prepared) -> None:
+        self.prepared = prepared
+
+    def for_server(self, features: Features) -> Prepared:
+        return self.prepared
+
+
+def prepare(row: Row, attachments: list[tuple[str, str, bytes]]) -> Mail:
+    """The row's mail: BuildError if it can never go."""
+    return Mail(_prepared(row, attachments))
+
+
+def _prepared(row: Row, attachments: list[tuple[str, str, bytes]]) -> Prepared:
     """The envelope and DATA of a row's mail, written directly where it can be."""
     if not attachments:
         try:
@@ -210,15 +226,15 @@ def _direct(row: Row) -> Prepared:
             _text_part(html, "html"), b"\r\n--", inner, b"--\r\n",
             b"\r\n--", outer, b"--\r\n",
         ])  # fmt: skip
-    return Prepared(_address(("", row.from_addr)), _envelope(to, cc, bcc), Rendered([data], []))
+    wire, stored = _envelope(row)
+    return Prepared(_address(("", row.from_addr)), wire, Rendered([data], []), stored)
 
 
-def _envelope(*listed: Addresses) -> list[str]:
-    """Each recipient's address once, for RCPT TO, in the order given."""
-    return [
-        _address(("", address))
-        for address in dict.fromkeys(a for pairs in listed for _, a in pairs)
-    ]
+def _envelope(row: Row) -> tuple[list[str], list[str]]:
+    """RCPT TO, each recipient not settled on its own once, in the order given; and the
+    stored address of each."""
+    stored = list(dict.fromkeys(e["address"] for e in row.recipients if "state" not in e))
+    return [_address(("", address)) for address in stored], stored
 
 
 def _headers(fields: list[tuple[str, str]]) -> bytes:

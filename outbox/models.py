@@ -209,6 +209,10 @@ class WorkerBeat(Base):
     started_at: Mapped[datetime] = mapped_column(Timestamp)
     last_seen_at: Mapped[datetime] = mapped_column(Timestamp, index=True)
     sent: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Why this worker's sending fails (the server's or the settings' fault), and since
+    # when; cleared once a send succeeds.
+    fault: Mapped[str | None] = mapped_column(Text)
+    fault_since: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 class AttemptHour(Base):

@@ -1,16 +1,15 @@
 """A second implementation of SMTP.sendmail, kept for speed; test_pipelining holds it to smtplib."""
 
 import contextlib
-import functools
 import re
 import smtplib
 
 from .rendered import Prepared, Rendered
 
-# An address getaddresses returns as it is, with no display name: a dot-atom local part
-# and a domain of dot-separated labels.
-_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
-BARE_ADDRESS = re.compile(rf"{_ATOM}(?:\.{_ATOM})*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*")
+# RCPT replies that mean "no more recipients in this transaction" (RFC 5321 4.5.3.1.10:
+# a 552 there is to be taken as the 452 it should have been): those recipients go in a
+# further transaction, and the next mail's commands wait for it.
+TOO_MANY = frozenset({452, 552})
 # smtplib's dot-stuffing: a line that starts with "." gets another.
 LINE_DOT = re.compile(rb"(?m)^\.")
 
@@ -44,6 +43,7 @@ def sendmail(
     DataRefused with no RSET after it: the server reads the next mail's commands next.
     """
     host.ehlo_or_helo_if_needed()
+    host.command_encoding = "utf-8" if data.smtputf8 else "ascii"
     commands = _envelope(host, sender, recipients, data)
     pipelined = pipelines(host)
     if pipelined and not written:
@@ -84,6 +84,8 @@ def sendmail(
         raise smtplib.SMTPRecipientsRefused(refused)
     if code != 354:
         raise smtplib.SMTPDataError(code, reply)
+    if any(code in TOO_MANY for code, _ in refused.values()):
+        then = b""  # a further transaction comes first
     code, reply = _data(host, data, then)
     if code != 250:
         if code == 421 or not then:
@@ -99,7 +101,7 @@ def envelope(host: smtplib.SMTP, mail: Prepared) -> bytes:
     ValueError or UnicodeError if they cannot be sent as they are.
     """
     commands = _envelope(host, mail.sender, mail.recipients, mail.data)
-    return _group(commands).encode(host.command_encoding)
+    return _group(commands).encode("utf-8" if mail.data.smtputf8 else "ascii")
 
 
 def pipelines(host: smtplib.SMTP) -> bool:
@@ -115,8 +117,12 @@ def _group(commands: list[str]) -> str:
 def _envelope(host: smtplib.SMTP, sender: str, recipients: list[str], data: Rendered) -> list[str]:
     """The MAIL and RCPT commands of a mail, as smtplib's sendmail words them."""
     options = f" size={data.size()}" if host.does_esmtp and host.has_extn("size") else ""
-    commands = [f"mail FROM:{_quoted(sender)}{options}"]
-    commands += [f"rcpt TO:{_quoted(recipient)}" for recipient in recipients]
+    if data.eight_bit:
+        options += " BODY=8BITMIME"  # RFC 6152
+    if data.smtputf8:
+        options += " SMTPUTF8"  # RFC 6531
+    commands = [f"mail FROM:<{sender}>{options}"]
+    commands += [f"rcpt TO:<{recipient}>" for recipient in recipients]
     if any("\r" in line or "\n" in line for line in commands):
         raise ValueError("an envelope address holds a line break")  # as smtplib's putcmd
     return commands
@@ -127,18 +133,6 @@ def _reply(host: smtplib.SMTP, command: str, pipelined: bool) -> tuple[int, byte
     if not pipelined:
         host.send(f"{command}\r\n")
     return host.getreply()
-
-
-def _quoted(address: str) -> str:
-    """smtplib's quoteaddr: the address in angle brackets, without parsing a bare one."""
-    if BARE_ADDRESS.fullmatch(address):
-        return f"<{address}>"
-    return _parsed_quote(address)
-
-
-@functools.lru_cache(maxsize=1024)
-def _parsed_quote(address: str) -> str:
-    return smtplib.quoteaddr(address)
 
 
 def _end_transaction(host: smtplib.SMTP, code: int) -> None:

@@ -3,7 +3,7 @@
 import binascii
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.policy import Compat32
 
 # What str.splitlines() splits an ASCII string at.
@@ -65,6 +65,14 @@ def _base64_size(size: int) -> int:
 
 
 @dataclass(frozen=True)
+class Features:
+    """What the server offered in its EHLO reply that changes the mail written for it."""
+
+    eight_bit: bool = False  # 8BITMIME
+    smtputf8: bool = False  # SMTPUTF8
+
+
+@dataclass(frozen=True)
 class Rendered:
     """A message's DATA: the rendered text around each attachment's body, kept raw.
 
@@ -75,6 +83,8 @@ class Rendered:
 
     texts: list[bytes]
     bodies: list[bytes]
+    eight_bit: bool = False  # holds octets over 127: MAIL FROM says BODY=8BITMIME
+    smtputf8: bool = False  # a UTF-8 address in the envelope or headers: MAIL FROM says SMTPUTF8
 
     def size(self) -> int:
         """Bytes in the DATA before dot-stuffing, as the SIZE parameter counts them."""
@@ -90,8 +100,10 @@ class Rendered:
 
 @dataclass(frozen=True)
 class Prepared:
-    """A mail ready for SMTP: its envelope and its DATA."""
+    """A mail ready for SMTP to one server: its envelope and its DATA."""
 
     sender: str
-    recipients: list[str]
+    recipients: list[str]  # RCPT TO as they go on the wire, each once
     data: Rendered
+    stored: list[str] = field(default_factory=list)  # the stored address of each recipient
+    unsendable: dict[str, str] = field(default_factory=dict)  # stored address: why not here

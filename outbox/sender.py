@@ -3,26 +3,30 @@
 import contextlib
 import smtplib
 import socket
-import threading
-import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flask import current_app
 from flask_mail import Connection
 
 from . import pipelining
-from .rendered import Prepared
-from .status import WATCHDOG_LATENESS, Outcome
+from .deliveries import Reply
+from .mime import BuildError, Mail
+from .rendered import Features
+from .status import Outcome
+from .watchdog import Watchdog
 
 
 @dataclass(frozen=True)
 class Result:
-    """What one delivery attempt came to."""
+    """What one delivery attempt came to: for the message, and for each recipient it tried."""
 
-    outcome: Outcome
+    outcome: Outcome  # SENT if any recipient was accepted
     code: int | None = None
     error: str | None = None
+    recipients: dict[str, Reply] = field(default_factory=dict)  # by stored address
+    # The server's or the settings' fault, not the message's (an unreachable server,
+    # authentication, TLS): the rest of the batch would meet it too.
+    fault: bool = False
 
 
 class TimedConnection(Connection):
@@ -47,55 +51,6 @@ class TimedConnection(Connection):
         return host
 
 
-class Watchdog:
-    """One thread that calls on_expiry once a deadline has passed; armed anew for each send.
-
-    It looks at the deadline once per WATCHDOG_LATENESS of the armed period, so it fires at
-    most that much late (status.Lease counts on it). Arming and disarming never wake it:
-    a timer thread per message, or a notify per message, cost more than the rest of the
-    bookkeeping.
-    """
-
-    def __init__(self, on_expiry: Callable[[], None]) -> None:
-        self.on_expiry = on_expiry
-        self.deadline: float | None = None
-        self.tick = 1.0
-        self.closed = False
-        self.changed = threading.Condition()
-        self.thread: threading.Thread | None = None
-
-    def arm(self, seconds: float) -> None:
-        with self.changed:
-            self.deadline = time.monotonic() + seconds
-            self.tick = seconds * WATCHDOG_LATENESS
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._watch, name="watchdog", daemon=True)
-                self.thread.start()
-
-    def disarm(self) -> None:
-        with self.changed:
-            self.deadline = None
-
-    def close(self) -> None:
-        with self.changed:
-            self.closed = True
-            self.changed.notify()
-        if self.thread is not None:
-            self.thread.join()
-            self.thread = None
-
-    def _watch(self) -> None:
-        with self.changed:
-            while not self.closed:
-                now = time.monotonic()
-                if self.deadline is not None and now >= self.deadline:
-                    self.deadline = None
-                    self.on_expiry()
-                    continue
-                left = self.tick if self.deadline is None else self.deadline - now
-                self.changed.wait(min(left, self.tick))
-
-
 class SmtpSession:
     """One SMTP connection reused across a batch, opened on first use and after a drop."""
 
@@ -105,7 +60,7 @@ class SmtpSession:
         self.watchdog = Watchdog(self.abort)
         # A mail whose MAIL, RCPT and DATA went out with the end of the one before,
         # their replies not read yet (see deliver's following).
-        self.ahead: Prepared | None = None
+        self.ahead: Mail | None = None
 
     def host(self) -> smtplib.SMTP:
         """The open connection, made now if there is none."""
@@ -165,26 +120,31 @@ class SmtpSession:
         self.close()
 
 
-def _refusals(recipients: dict[str, tuple[int, bytes]]) -> str:
-    return "; ".join(f"{addr}: {code} {_text(reply)}" for addr, (code, reply) in recipients.items())
-
-
 def _text(reply: bytes | str) -> str:
     return reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
+
+
+# A reply that says the fault is the server's or outbox's settings, not the message's:
+# authentication required (RFC 4954), or the service closing at once.
+FAULT_CODES = frozenset({530, 534, 535, 538})
 
 
 def classify(exc: BaseException) -> Result:
     """Sort a sending error: 4xx, timeouts and lost connections defer; 5xx fails."""
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
+        replies = {addr: _refusal(code, reply) for addr, (code, reply) in exc.recipients.items()}
+        transient = any(r.outcome is Outcome.DEFERRED for r in replies.values())
         codes = [code for code, _ in exc.recipients.values()]
-        transient = any(code < 500 for code in codes)
-        outcome = Outcome.DEFERRED if transient else Outcome.FAILED
         code = min(codes) if transient else max(codes)
-        return Result(outcome, code, f"all recipients refused: {_refusals(exc.recipients)}")
+        said = "; ".join(f"{addr}: {r.code} {r.text}" for addr, r in replies.items())
+        outcome = Outcome.DEFERRED if transient else Outcome.FAILED
+        return Result(outcome, code, f"all recipients refused: {said}")
     if isinstance(exc, smtplib.SMTPResponseException):
         code = exc.smtp_code
         text = f"{code} {_text(exc.smtp_error)}"
         outcome = Outcome.FAILED if 500 <= code < 600 else Outcome.DEFERRED
+        if code in FAULT_CODES:
+            return Result(Outcome.DEFERRED, code, f"{text} at {_server()}", fault=True)
         return Result(outcome, code, text)
     if isinstance(exc, TimeoutError):
         return Result(Outcome.DEFERRED, None, f"SMTP server timed out: {exc}")
@@ -193,18 +153,29 @@ def classify(exc: BaseException) -> Result:
     return Result(Outcome.FAILED, None, f"unexpected error: {type(exc).__name__}: {exc}")
 
 
+def _refusal(code: int, reply: bytes | str) -> Reply:
+    """What a refused RCPT means for its recipient.
+
+    A 552 there means too many recipients as often as a full mailbox, and RFC 5321
+    4.5.3.1.10 says to take it as the 452 it should have been.
+    """
+    failed = code >= 500 and code != 552
+    return Reply(Outcome.FAILED if failed else Outcome.DEFERRED, code, _text(reply))
+
+
 def deliver(
     session: SmtpSession,
-    mail: Prepared,
+    mail: Mail,
     deadline: float | None = None,
-    following: Prepared | None = None,
+    following: Mail | None = None,
 ) -> Result:
-    """Send one message and say what came of it; never raises for SMTP trouble.
+    """Send one message to its recipients still pending and say what came of each.
 
-    SMTP_TIMEOUT bounds each socket operation, not a whole message: a server that
-    answers slowly but in time could stretch one send past the worker's claim, and
-    another worker would then send the message again. Past `deadline` seconds the
-    connection is cut and the message deferred, while the claim still holds.
+    Never raises for SMTP trouble. SMTP_TIMEOUT bounds each socket operation, not a
+    whole message: a server that answers slowly but in time could stretch one send past
+    the worker's claim, and another worker would then send the message again. Past
+    `deadline` seconds the connection is cut and the message deferred, while the claim
+    still holds.
 
     `following`, the mail to be sent next on this session, has its MAIL, RCPT and DATA
     written with the end of this one when the server pipelines (RFC 2920 lets the
@@ -223,54 +194,111 @@ def deliver(
     if session.aborted:
         session.drop()
         session.aborted = False
-        return Result(Outcome.DEFERRED, None, f"sending took longer than {deadline:g}s; cut off")
+        cut = Reply(Outcome.DEFERRED, None, f"sending took longer than {deadline:g}s; cut off")
+        replies = {address: cut for address, reply in result.recipients.items()
+                   if reply.outcome is not Outcome.FAILED}  # fmt: skip
+        return Result(Outcome.DEFERRED, None, cut.text, {**result.recipients, **replies})
     return result
 
 
-def _ahead(host: smtplib.SMTP, following: Prepared | None) -> bytes:
+def features(host: smtplib.SMTP) -> Features:
+    """What the server (greeted already) offers that changes the mail written for it."""
+    return Features(eight_bit=host.has_extn("8bitmime"), smtputf8=host.has_extn("smtputf8"))
+
+
+def _ahead(host: smtplib.SMTP, following: Mail | None, offered: Features) -> bytes:
     """What of following to send with the end of this mail: its commands, if they can go."""
     if following is None or not pipelining.pipelines(host):
         return b""
     try:
-        return pipelining.envelope(host, following)
-    except (ValueError, UnicodeError):
+        mail = following.for_server(offered)
+        return pipelining.envelope(host, mail) if mail.recipients else b""
+    except (BuildError, ValueError, UnicodeError):
         return b""  # its own send says what is wrong with it
 
 
-def _send(session: SmtpSession, mail: Prepared, following: Prepared | None) -> Result:
+def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
     written = session.ahead is mail
     session.ahead = None
     try:
         host = session.host()
+        host.ehlo_or_helo_if_needed()  # what the server offers decides how the mail is written
     except Exception as exc:
         # Whatever the server said, a failed connection is not this message's fault.
         session.drop()
         found = classify(exc)
-        return Result(Outcome.DEFERRED, found.code, f"cannot connect: {found.error}")
+        return Result(Outcome.DEFERRED, found.code, f"{found.error} at {_server()}", fault=True)
+    offered = features(host)
     try:
-        host.ehlo_or_helo_if_needed()  # what the server offers decides on sending ahead
-        then = _ahead(host, following)
-        refused = pipelining.sendmail(
-            host, mail.sender, mail.recipients, mail.data, written=written, then=then
-        )
-    except smtplib.SMTPRecipientsRefused as exc:
+        prepared = mail.for_server(offered)
+    except BuildError as exc:
+        return Result(Outcome.FAILED, None, str(exc))
+    replies = {address: Reply(Outcome.FAILED, None, why)
+               for address, why in prepared.unsendable.items()}  # fmt: skip
+    then = _ahead(host, following, offered) if prepared.recipients else b""
+    todo = list(zip(prepared.recipients, prepared.stored, strict=True))
+    while todo:
+        try:
+            refused = pipelining.sendmail(
+                host, prepared.sender, [wire for wire, _ in todo], prepared.data,
+                written=written, then=then,
+            )  # fmt: skip
+        except Exception as exc:
+            found = _after_error(session, exc, following)
+            refusals = getattr(exc, "recipients", {})
+            for wire, address in todo:
+                replies[address] = (
+                    _refusal(*refusals[wire]) if wire in refusals
+                    else Reply(found.outcome, found.code, found.error or "")
+                )  # fmt: skip
+            return _result(replies, found)
+        written = False
+        again = []
+        for wire, address in todo:
+            if wire not in refused:
+                replies[address] = Reply(Outcome.SENT, 250, "")
+                continue
+            replies[address] = _refusal(*refused[wire])
+            if refused[wire][0] in pipelining.TOO_MANY:
+                again.append((wire, address))  # a further transaction on this connection
+        if then and not again:
+            session.ahead = following
+        todo = again
+    return _result(replies, None)
+
+
+def _server() -> str:
+    state = current_app.extensions["mail"]
+    return f"{state.server}:{state.port}"
+
+
+def _after_error(session: SmtpSession, exc: Exception, following: Mail | None) -> Result:
+    """Leave the session fit for the next mail after sendmail raised; what the error means."""
+    if isinstance(exc, smtplib.SMTPRecipientsRefused):
         if any(code == 421 for code, _ in exc.recipients.values()):
             session.drop()  # sendmail has closed the connection
-        return classify(exc)  # otherwise sendmail has reset the session
-    except pipelining.DataRefused as exc:
+        # otherwise sendmail has reset the session
+    elif isinstance(exc, pipelining.DataRefused):
         session.ahead = following  # the transaction ended at the dot; the next one is under way
-        return classify(exc)
-    except smtplib.SMTPResponseException as exc:
+    elif isinstance(exc, smtplib.SMTPResponseException):
         if exc.smtp_code == 421 or exc.smtp_code < 200:
             session.drop()  # the server is closing, or the reply made no sense
         else:
             session.reset()  # sendmail sends no RSET when the DATA command is refused
-        return classify(exc)
-    except Exception as exc:
+    else:
         session.drop()
-        return classify(exc)
-    if then:
-        session.ahead = following
-    if refused:
-        return Result(Outcome.SENT, None, f"some recipients refused: {_refusals(refused)}")
-    return Result(Outcome.SENT)
+    return classify(exc)
+
+
+def _result(replies: dict[str, Reply], error: Result | None) -> Result:
+    """The attempt as a whole, from what came of each recipient (see deliveries.settle)."""
+    outcomes = {reply.outcome for reply in replies.values()}
+    if Outcome.SENT in outcomes:
+        outcome = Outcome.SENT
+    elif Outcome.DEFERRED in outcomes:
+        outcome = Outcome.DEFERRED
+    else:
+        outcome = Outcome.FAILED
+    if error is not None:
+        return Result(outcome, error.code, error.error, replies, error.fault)
+    return Result(outcome, None, None, replies)

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from . import models
 from .addresses import Kind, by_kind
+from .deliveries import State, partly_delivered, state
 from .status import Status
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -15,6 +16,20 @@ BATCH_LIMIT = 1000  # messages in one batch request
 # Shorter than a single message's key: each message of a batch stores the key with its
 # place in the batch appended, within the same 255-character column.
 BATCH_KEY = re.compile(r"^[\x21-\x7e]{1,250}$")
+
+
+class Recipient(BaseModel):
+    """One recipient and where its delivery stands (deliveries.State)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Kind
+    address: str
+    name: str
+    state: State
+    code: int | None  # the server's last reply code for it, if it refused it
+    reply: str | None  # that reply's text, or why it could not be sent to
+    attempts: int  # attempts that tried it
 
 
 class Message(BaseModel):
@@ -40,6 +55,10 @@ class Message(BaseModel):
     last_retry: datetime | None
     last_error: str | None
     sent_at: datetime | None
+    recipients: list[Recipient]
+    # Some recipients have the mail and others do not (yet): a sent message some of whose
+    # recipients were refused, or a deferred one some of whose recipients accepted it.
+    partly_delivered: bool
 
 
 # (name in the answer, column, whether a time) of each field of Message.
@@ -54,7 +73,7 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 # The answer's address fields, made from the stored parts; the rest are columns as they are.
-ADDRESSES = {"from_addr", *(kind.value for kind in Kind)}
+ADDRESSES = {"from_addr", *(kind.value for kind in Kind), "recipients", "partly_delivered"}
 _COLUMNS = [(name, column) for name, column, is_time in _SHOWN
             if not is_time and column not in ADDRESSES]  # fmt: skip
 _TIMES = [(name, column) for name, column, is_time in _SHOWN if is_time]
@@ -67,4 +86,20 @@ def message_json(message: models.Message) -> dict[str, Any]:
     for kind, mailboxes in by_kind(message.recipients).items():
         found[kind.value] = [str(mailbox) for mailbox in mailboxes]
     found["from"] = str(message.sender)
+    found["recipients"] = [recipient_json(entry, message) for entry in message.recipients]
+    found["partly_delivered"] = partly_delivered(message.recipients, message.status)
     return found
+
+
+def recipient_json(entry: dict[str, Any], message: models.Message) -> dict[str, Any]:
+    """One entry of the recipients column as the answer's Recipient."""
+    own = "state" in entry
+    return {
+        "kind": entry["kind"],
+        "address": entry["address"],
+        "name": entry.get("name", ""),
+        "state": state(entry, message.status).value,
+        "code": entry.get("code"),
+        "reply": entry.get("reply"),
+        "attempts": entry["attempts"] if own else message.attempts,
+    }

@@ -13,7 +13,7 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import heartbeats, mime, queue, rollups, sender
+from . import deliveries, heartbeats, mime, queue, rollups, sender
 from .extensions import db
 from .models import utcnow
 from .status import Lease, Outcome, Retry, Status
@@ -62,10 +62,14 @@ class Tally:
     released: int = 0  # handed back unstarted on a stop
     reclaimed: int = 0  # taken back from workers that died
     lost: int = 0  # outcomes not recorded because the claim had passed to another worker
+    # Why sending stopped: a fault of the server or the settings, not of the messages.
+    fault: str | None = None
 
     def add(self, other: "Tally") -> None:
         for name in self.__dataclass_fields__:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
+            if name != "fault":
+                setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.fault = other.fault or self.fault
 
     def __str__(self) -> str:
         return f"sent {self.sent}, deferred {self.deferred}, failed {self.failed}"
@@ -78,6 +82,7 @@ class Worker:
     worker_id: str = field(default_factory=new_worker_id)
     stop: threading.Event = field(default_factory=threading.Event)
     started_at: datetime = field(default_factory=utcnow)
+    failing: bool = False  # a fault is on the record (heartbeats.fault) and not cleared yet
 
     def drain(self) -> Tally:
         """Send every due message, then return what happened (app context needed)."""
@@ -103,6 +108,12 @@ class Worker:
                 batch = self.send_batch(claims)
                 tally.add(batch)
                 unbeaten += batch.sent
+                if batch.fault or (batch.sent and self.failing):
+                    self.failing = heartbeats.fault(self.worker_id, self.started_at, batch.fault)
+                if batch.fault:
+                    # The next messages would meet it too; the next pass tries again.
+                    log.warning("%s: sending is failing: %s", self.worker_id, batch.fault)
+                    break
                 if time.monotonic() - beaten_at >= BEAT_EVERY:
                     heartbeats.beat(self.worker_id, self.started_at, unbeaten)
                     unbeaten, beaten_at = 0, time.monotonic()
@@ -134,7 +145,7 @@ class Worker:
         pending = deque(claims)
         finished: list[queue.Finished] = []
         oldest = 0.0  # when the first unwritten outcome came
-        ready: dict[int, mime.Prepared | queue.Finished] = {}  # made one claim ahead
+        ready: dict[int, mime.Mail | queue.Finished] = {}  # made one claim ahead
         with sender.SmtpSession() as session:
             while pending:
                 if self.stop.is_set():
@@ -158,9 +169,15 @@ class Worker:
                     # Made now, its MAIL, RCPT and DATA go out with this mail's end (one
                     # round trip a mail). Not with attachments: one mail's are enough in memory.
                     ready[pending[0].id] = upcoming = self._prepare(pending[0])
-                    ahead = upcoming if isinstance(upcoming, mime.Prepared) else None
-                finished.append(self._send(session, claim, mail, ahead, lease.send_deadline))
+                    ahead = upcoming if isinstance(upcoming, mime.Mail) else None
+                done = self._send(session, claim, mail, ahead, lease.send_deadline)
+                finished.append(done)
                 del mail  # an attachment's data is not kept past its send
+                if done.fault:
+                    # The rest of the batch would meet the same fault: deferred with it.
+                    tally.fault = done.error
+                    finished += [_faulted(c, done) for c in pending]
+                    pending.clear()
                 if len(finished) >= every or time.monotonic() - oldest > after:
                     self._record(finished, retry, tally)
             self._record(finished, retry, tally)
@@ -170,7 +187,7 @@ class Worker:
         )  # fmt: skip
         return tally
 
-    def _prepare(self, claim: queue.Claim) -> mime.Prepared | queue.Finished:
+    def _prepare(self, claim: queue.Claim) -> mime.Mail | queue.Finished:
         """A claimed message made ready for SMTP, or its failure if it cannot be."""
         row = claim.mail  # the claim that outlives the send does not hold the mail
         try:
@@ -186,8 +203,8 @@ class Worker:
         self,
         session: sender.SmtpSession,
         claim: queue.Claim,
-        mail: mime.Prepared | queue.Finished,
-        ahead: mime.Prepared | None,
+        mail: mime.Mail | queue.Finished,
+        ahead: mime.Mail | None,
         deadline: float,
     ) -> queue.Finished:
         """Send one prepared message, cut off after deadline; what came of it, not yet written.
@@ -197,12 +214,20 @@ class Worker:
         """
         if isinstance(mail, queue.Finished):
             return mail
+        entries = claim.mail.recipients
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         result = sender.deliver(session, mail, deadline, ahead)
-        error = result.error
-        if result.outcome is not Outcome.SENT:
-            error = error or ("failed" if result.outcome is Outcome.FAILED else "")
-        return queue.Finished(claim, result.outcome, utcnow(), result.code, error)
+        if result.fault or not result.recipients:
+            error = result.error
+            if result.outcome is not Outcome.SENT:
+                error = error or ("failed" if result.outcome is Outcome.FAILED else "")
+            return queue.Finished(claim, result.outcome, utcnow(), result.code, error,
+                                  fault=result.fault)  # fmt: skip
+        settled = deliveries.settle(
+            entries, result.recipients, claim.attempts + 1, claim.max_attempts, result.error
+        )
+        return queue.Finished(claim, settled.outcome, utcnow(), settled.code, settled.error,
+                              settled.recipients)  # fmt: skip
 
     def _record(self, finished: list[queue.Finished], retry: Retry, tally: Tally) -> None:
         """Write the outcomes waiting in finished, then empty it."""
@@ -219,6 +244,13 @@ class Worker:
                 log.warning("%s: lost the claim on message %d before recording %s",
                             self.worker_id, done.claim.id, done.outcome)  # fmt: skip
         finished.clear()
+
+
+def _faulted(claim: queue.Claim, fault: queue.Finished) -> queue.Finished:
+    """A claim not tried because the server or the settings failed the one before it."""
+    claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
+    return queue.Finished(claim, Outcome.DEFERRED, claim.started_at, fault.code, fault.error,
+                          fault=True)  # fmt: skip
 
 
 def count_if_due(worker_id: str) -> None:

@@ -42,6 +42,7 @@ class Recorder:
     refused: list[Received] = field(default_factory=list)  # data answered with an error
     mail_replies: dict[str, str] = field(default_factory=dict)  # by sender address
     rcpt_replies: dict[str, str] = field(default_factory=dict)
+    rcpt_limit: int | None = None  # recipients per transaction; 452 to those past it
     data_reply: str | None = None
     data_replies: deque[str] = field(default_factory=deque)
     data_command_replies: deque[str] = field(default_factory=deque)
@@ -72,6 +73,8 @@ class Recorder:
         reply = self.rcpt_replies.get(address)
         if reply:
             return reply
+        if self.rcpt_limit is not None and len(envelope.rcpt_tos) >= self.rcpt_limit:
+            return "452 4.5.3 Too many recipients"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 

@@ -185,6 +185,16 @@ def by_smtplib(host: Client, mails: list[Prepared]) -> list[object]:
     return outcomes
 
 
+@dataclass
+class Ready:
+    """A mail written already, the same for every server."""
+
+    prepared: Prepared
+
+    def for_server(self, offered: object) -> Prepared:
+        return self.prepared
+
+
 def by_outbox(host: Client, mails: list[Prepared]) -> list[object]:
     """As sender.deliver sends: the next mail's commands with this one's end, if they can go."""
     outcomes: list[object] = []
@@ -193,14 +203,14 @@ def by_outbox(host: Client, mails: list[Prepared]) -> list[object]:
         if host.sock is None:
             break
         host.ehlo_or_helo_if_needed()
-        then = sender._ahead(host, following)
+        then = sender._ahead(host, Ready(following) if following else None, sender.features(host))
         try:
-            outcomes.append(
-                pipelining.sendmail(
-                    host, mail.sender, mail.recipients, mail.data, written=written, then=then
-                )
+            refused = pipelining.sendmail(
+                host, mail.sender, mail.recipients, mail.data, written=written, then=then
             )
-            written = bool(then)
+            outcomes.append(refused)
+            # Recipients past a limit go in a further transaction before the next mail.
+            written = bool(then) and not any(c in pipelining.TOO_MANY for c, _ in refused.values())
         except pipelining.DataRefused as exc:
             outcomes.append(caught(exc))
             written = True
@@ -299,7 +309,8 @@ def check(offer: Offer, mails: list[tuple[Script, Prepared]]) -> tuple[Run, Run]
 
 
 def recipients(count: int) -> list[str]:
-    return [f"r{n}@example.com" if n % 2 else f"R {n} <r{n}@example.com>" for n in range(count)]
+    # Addr-specs, as mime writes the envelope: one with a quoted local part.
+    return [f"r{n}@example.com" if n % 2 else f'"r {n}"@example.com' for n in range(count)]
 
 
 def mail(script: Script, text: bytes = b"Subject: hi\r\n\r\nHi\r\n") -> tuple[Script, Prepared]:
@@ -428,7 +439,7 @@ CONTENTS = st.one_of(
         TEXT,
     ),
 )
-SENDERS = st.sampled_from(["outbox@example.com", "Outbox <outbox@example.com>", "<>", ""])
+SENDERS = st.sampled_from(["outbox@example.com", '"out box"@example.com', ""])
 MAILS = st.builds(
     lambda script, sender, data: (script, Prepared(sender, recipients(len(script.rcpts)), data)),
     st.builds(

@@ -12,6 +12,7 @@ import pytest
 
 from outbox import mime, queue, rendered, sender
 from outbox.checks import Upload
+from outbox.deliveries import Reply
 from outbox.drafts import build_draft
 from outbox.status import Outcome
 
@@ -33,7 +34,7 @@ def send(*rows, ahead: bool = False) -> list[sender.Result]:  # type: ignore[no-
     ahead: each mail's MAIL, RCPT and DATA go out with the end of the one before, as
     the worker sends mails without attachments.
     """
-    mails = [mime.build(row, queue.read_attachments(row.id)).prepare() for row in rows]
+    mails = [mime.prepare(row, queue.read_attachments(row.id)) for row in rows]
     followers = [*mails[1:], None] if ahead else [None] * len(mails)
     with sender.SmtpSession() as session:
         return [
@@ -71,7 +72,7 @@ def test_build_makes_the_mail_the_row_describes(smtp_app, smtp, make_message):
             ],
         },
     )
-    assert send(row) == [sender.Result(SENT)]
+    assert [r.outcome for r in send(row)] == [SENT]
 
     (received,) = smtp.received
     mail = email.message_from_bytes(received.content, policy=email.policy.default)
@@ -111,7 +112,7 @@ def test_long_header_lines_fold_without_changing_what_they_say(smtp_app, smtp, m
         html="<p>Hallo</p>",
         headers={"X-Campaign": " – ".join(["Frühling"] * 10), "X-Plain": " ".join(["spring"] * 20)},
     )
-    assert send(row) == [sender.Result(SENT)]
+    assert [r.outcome for r in send(row)] == [SENT]
     content = smtp.received[0].content
     # Folded: an encoded word of up to 76 characters may follow the field name.
     assert all(len(line) <= 90 for line in content.split(b"\r\n\r\n")[0].split(b"\r\n"))
@@ -126,7 +127,7 @@ def test_long_header_lines_fold_without_changing_what_they_say(smtp_app, smtp, m
 
 def test_build_sends_an_html_only_message_with_an_empty_text_part(smtp_app, smtp, make_message):
     row = stored(make_message, text=None, html="<b>only</b>")
-    assert send(row) == [sender.Result(SENT)]
+    assert [r.outcome for r in send(row)] == [SENT]
     mail = email.message_from_bytes(smtp.received[0].content, policy=email.policy.default)
     assert mail.get_body(("html",)).get_content().strip() == "<b>only</b>"
     assert mail.get_body(("plain",)).get_content().strip() == ""
@@ -213,7 +214,7 @@ def test_classify_keeps_what_the_server_said():
 
 def test_one_connection_carries_a_whole_batch(smtp_app, smtp, make_message):
     rows = [stored(make_message) for _ in range(3)]
-    assert send(*rows) == [sender.Result(SENT)] * 3
+    assert [r.outcome for r in send(*rows)] == [SENT] * 3
     assert smtp.recorder.connections == 1
     assert smtp.recorder.message_ids() == [row.message_id for row in rows]
 
@@ -240,13 +241,13 @@ def test_the_next_mail_goes_out_with_the_end_of_the_one_before(smtp_app, smtp, m
     rows = [stored(make_message, subject=f"m{n}") for n in range(4)]
     mails = [mime.prepare(row, []) for row in rows]
     with sender.SmtpSession() as session:
-        assert sender.deliver(session, mails[0], None, mails[1]) == sender.Result(SENT)
+        assert sender.deliver(session, mails[0], None, mails[1]).outcome is SENT
         assert session.ahead is mails[1]  # its MAIL, RCPT and DATA are on their way
-        assert sender.deliver(session, mails[1], None, mails[2]) == sender.Result(SENT)
+        assert sender.deliver(session, mails[1], None, mails[2]).outcome is SENT
         assert session.ahead is mails[2]
         # Another mail than the one sent ahead: the server waits for that one's content,
         # so the connection is dropped and made anew, and the mail sent ahead never goes.
-        assert sender.deliver(session, mails[3]) == sender.Result(SENT)
+        assert sender.deliver(session, mails[3]).outcome is SENT
         assert session.ahead is None
     assert smtp.recorder.message_ids() == [rows[n].message_id for n in (0, 1, 3)]
     assert smtp.recorder.connections == 2
@@ -291,7 +292,10 @@ def test_refusals_are_sorted_alike_with_and_without_pipelining(
         "gone@example.com: 550 5.1.1 no such user",
         "full@example.com: 452 4.2.2 mailbox full",
     }
-    assert results[3].error == "some recipients refused: gone@example.com: 550 5.1.1 no such user"
+    assert results[3].recipients == {
+        "gone@example.com": Reply(FAILED, 550, "5.1.1 no such user"),
+        "here@example.com": Reply(SENT, 250, ""),
+    }
     assert recorder.message_ids() == [rows[3].message_id, rows[5].message_id]
     assert recorder.received[0].rcpt_tos == ["here@example.com"]
     assert recorder.connections == 1 + 2  # the check above, then a new one after the 421 only
@@ -316,7 +320,7 @@ def test_large_attachments_arrive_byte_for_byte(smtp_app, smtp, make_message):
     bodies = [os.urandom(3 * MIB), os.urandom(rendered.BLOCK_BYTES * 2 + 58), b"", b"x"]
     assert len(bodies[1]) % 57 != 0
     row = attached(make_message, *bodies, html="<p>Hello</p>")
-    assert send(row) == [sender.Result(SENT)]
+    assert [r.outcome for r in send(row)] == [SENT]
     content = smtp.received[0].content
     assert attachments_of(content) == bodies
     body = content.split(b"\r\n\r\n", 1)[1]  # past the headers (an unfoldable Message-ID)
@@ -346,7 +350,7 @@ def test_lines_that_start_with_a_dot_arrive_intact(smtp_app, smtp, make_message,
     # Unstuffed, the lone "." would end the data early and ".." would lose a dot.
     bodies = [os.urandom(1000)] if html else []
     row = attached(make_message, *bodies, text=DOTTED, html=html)
-    assert send(row) == [sender.Result(SENT)]
+    assert [r.outcome for r in send(row)] == [SENT]
     mail = email.message_from_bytes(smtp.received[0].content, policy=email.policy.default)
     for kind in ("plain", "html") if html else ("plain",):
         assert mail.get_body((kind,)).get_content().replace("\r\n", "\n").rstrip("\n") == DOTTED
@@ -373,7 +377,10 @@ def test_a_partly_refused_message_is_sent_to_the_rest(smtp_app, smtp, make_messa
     row = attached(make_message, os.urandom(1000), to=["gone@example.com", "here@example.com"])
     (result,) = send(row)
     assert (result.outcome, result.code) == (SENT, None)
-    assert result.error == "some recipients refused: gone@example.com: 550 5.1.1 no such user"
+    assert result.recipients == {
+        "gone@example.com": Reply(FAILED, 550, "5.1.1 no such user"),
+        "here@example.com": Reply(SENT, 250, ""),
+    }
     assert smtp.received[0].rcpt_tos == ["here@example.com"]
 
 
@@ -389,7 +396,7 @@ def test_a_large_attachment_is_held_about_once_on_its_way_out(app, make_message,
     try:
         tracemalloc.start()
         try:
-            assert send(row) == [sender.Result(SENT)]
+            assert [r.outcome for r in send(row)] == [SENT]
             _, peak = tracemalloc.get_traced_memory()
         finally:
             tracemalloc.stop()

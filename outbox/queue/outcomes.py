@@ -24,6 +24,10 @@ class Finished:
     finished_at: datetime
     code: int | None = None
     error: str | None = None
+    # The recipients column as the attempt left it (deliveries.settle); None: unchanged.
+    recipients: list[dict[str, Any]] | None = None
+    # The server's or the settings' fault: deferred without spending an attempt.
+    fault: bool = False
 
 
 def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int, Status]:
@@ -39,12 +43,13 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     if not finished:
         return {}
     worker_id = finished[0].claim.worker_id
-    moves: dict[Status, list[tuple[Finished, Outcome, str | None]]] = {}
+    moves: Moves = {}
     for done in finished:
         if done.claim.worker_id != worker_id:
             raise ValueError("record() takes one worker's outcomes at a time")
         new, outcome, error = _settles(done)
-        moves.setdefault(new, []).append((done, outcome, error))
+        shape = Shape(new, done.recipients is not None, done.fault)
+        moves.setdefault(shape, []).append((done, outcome, error))
     returning = bool(db.engine.dialect.update_returning)
     recorded = _record_moves(moves, worker_id, retry, returning=returning)
     if recorded is None:
@@ -78,7 +83,17 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     return recorded
 
 
-Moves = dict[Status, list[tuple["Finished", Outcome, str | None]]]
+@dataclass(frozen=True)
+class Shape:
+    """What the UPDATE of a group of outcomes writes: the new status, and whether it
+    writes each row's recipients and counts the attempt."""
+
+    new: Status
+    recipients: bool = False
+    fault: bool = False  # the attempt does not count
+
+
+Moves = dict[Shape, list[tuple["Finished", Outcome, str | None]]]
 
 
 def _record_moves(
@@ -91,18 +106,21 @@ def _record_moves(
     UPDATE changed fewer rows than it was given.
     """
     recorded: dict[int, Status] = {}
-    for new, group in moves.items():
+    for shape, group in moves.items():
+        new = shape.new
         rows = [row for row in group if held is None or row[0].claim.id in held]
         if not rows:
             continue
         errors = {error for _, _, error in rows}
         shared = errors.pop() if len(errors) == 1 else _PER_ROW
-        stmt = _outcome_update(new, len(rows), returning, shared is _PER_ROW)
+        stmt = _outcome_update(shape, len(rows), returning, shared is _PER_ROW)
         values: dict[str, object] = {"worker": worker_id, "error": shared}
         for n, (done, _, error) in enumerate(rows):
             values[f"id{n}"] = done.claim.id
             values[f"at{n}"] = done.finished_at
             values[f"error{n}"] = error
+            if shape.recipients:
+                values[f"recipients{n}"] = done.recipients
             if new is Status.DEFERRED:
                 if retry is None:
                     raise ValueError("recording a deferral needs the retry schedule")
@@ -130,12 +148,14 @@ def _held_rows() -> Executable:
 
 
 @functools.lru_cache(maxsize=512)
-def _outcome_update(new: Status, size: int, returning: bool, per_row_error: bool) -> Executable:
-    """The guarded UPDATE that records size outcomes moving their messages to new.
+def _outcome_update(shape: Shape, size: int, returning: bool, per_row_error: bool) -> Executable:
+    """The guarded UPDATE that records size outcomes moving their messages to shape.new.
 
     Values come as parameters: id0..idN and at0..atN (when each finished), error0..errorN
-    or one error for all, due0..dueN for a deferral, and worker, whose claim guards it.
+    or one error for all, due0..dueN for a deferral, recipients0..recipientsN if the
+    shape writes them, and worker, whose claim guards it.
     """
+    new = shape.new
     c = MESSAGES.c
     ids = [bindparam(f"id{n}", type_=c.id.type) for n in range(size)]
 
@@ -145,7 +165,7 @@ def _outcome_update(new: Status, size: int, returning: bool, per_row_error: bool
         return case(*whens, else_=column)
 
     values: dict[str, object] = {
-        "attempts": c.attempts + 1,
+        "attempts": c.attempts if shape.fault else c.attempts + 1,
         "last_retry": per_row("at", c.last_retry),
         "locked_by": None,
         "locked_at": None,
@@ -155,6 +175,8 @@ def _outcome_update(new: Status, size: int, returning: bool, per_row_error: bool
             else bindparam("error", type_=c.last_error.type)
         ),
     }
+    if shape.recipients:
+        values["recipients"] = per_row("recipients", c.recipients)
     if new is Status.SENT:
         values["sent_at"] = per_row("at", c.sent_at)
     elif new is Status.DEFERRED:
@@ -167,8 +189,11 @@ def _outcome_update(new: Status, size: int, returning: bool, per_row_error: bool
 def _settles(done: Finished) -> tuple[Status, Outcome, str | None]:
     """The status an outcome moves its message to, the attempt's outcome and its error.
 
-    A deferral that uses up the last attempt is recorded as the failure it is.
+    A deferral that uses up the last attempt is recorded as the failure it is, unless
+    it was the server's or the settings' fault: that spends no attempt.
     """
+    if done.fault:
+        return Status.DEFERRED, Outcome.DEFERRED, done.error
     if done.outcome is Outcome.DEFERRED:
         attempts = done.claim.attempts + 1
         if attempts < done.claim.max_attempts:

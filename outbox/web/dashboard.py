@@ -35,6 +35,7 @@ def index() -> str:
         failures=reports.latest_failures(),
         workers=workers,
         alive=alive,
+        failing=sorted((w for w in alive if w.fault), key=lambda w: w.fault_since or now),
         now=now,
         form=ActionForm(),
         resend_all=ResendAllForm(),

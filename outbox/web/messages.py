@@ -20,11 +20,13 @@ from sqlalchemy import select
 
 from .. import queue, reports
 from ..checks import check_upload
+from ..deliveries import partly_delivered
 from ..drafts import DraftError, build_draft
 from ..extensions import db
 from ..models import Attachment, AttachmentChunk, Attempt, Message
 from ..schema import FORM_KINDS
 from ..status import Status
+from ..wire import recipient_json
 from .forms import ActionForm, ComposeForm, ResendAllForm
 
 bp = Blueprint("messages", __name__, url_prefix="/messages")
@@ -81,6 +83,8 @@ def _message(message_pk: int) -> Message:
 def _state(message: Message) -> dict[str, Any]:
     attempts = select(Attempt).where(Attempt.message_pk == message.id).order_by(Attempt.id)
     return dict(message=message, attempts=list(db.session.execute(attempts).scalars()),
+                recipients=[recipient_json(entry, message) for entry in message.recipients],
+                partly=partly_delivered(message.recipients, message.status),
                 form=ActionForm(), in_flight=message.status in reports.IN_FLIGHT)  # fmt: skip
 
 
