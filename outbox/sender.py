@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from flask import current_app
 from flask_mail import Connection
 
-from . import pipelining
+from . import pipelining, smtp
 from .rendered import Prepared
 from .status import WATCHDOG_LATENESS, Outcome
 
@@ -33,18 +33,8 @@ class TimedConnection(Connection):
     """
 
     def configure_host(self) -> smtplib.SMTP:
-        state, timeout = self.mail, current_app.config["SMTP_TIMEOUT"]
-        factory = smtplib.SMTP_SSL if state.use_ssl else smtplib.SMTP
-        host = factory(state.server, state.port, timeout=timeout)
-        try:
-            if state.use_tls:
-                host.starttls()
-            if state.username and state.password:
-                host.login(state.username, state.password)
-        except BaseException:
-            host.close()
-            raise
-        return host
+        """Connected, TLS checked, logged in; smtp.HostError for a fault of server or settings."""
+        return smtp.open_host(smtp.HostSettings.of(self.mail, current_app.config))
 
 
 class Watchdog:
