@@ -2,12 +2,18 @@
 
 import hmac
 import ipaddress
+import logging
+import os
+import signal
 import smtplib
 import socket
 import ssl
+import subprocess
+import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -398,3 +404,71 @@ def test_the_worker_sends_through_verified_tls_with_a_utf8_password(
     assert fresh(message.id).status == Status.SENT
     assert server.recorder.message_ids() == [message.message_id]
     assert server.logins.seen == [("CRAM-MD5", USER.encode(), True)]
+
+
+UNSAFE = logging.WARNING, "outbox.smtp"
+
+
+def test_send_queued_warns_once_for_each_opt_out(app, runner, make_message, caplog):
+    make_message()
+    with Server("ssl", self_signed(), auth_require_tls=False) as server:
+        point_at(app, server, "ssl", MAIL_TLS_VERIFY=False, MAIL_ALLOW_PLAINTEXT_AUTH=True)
+        result = runner.invoke(args=["send-queued"])
+    assert result.exit_code == 0, result.output
+    assert "sent 1" in result.output
+    warned = [r.getMessage() for r in caplog.records if (r.levelno, r.name) == UNSAFE]
+    assert len(warned) == 2
+    assert warned[0].startswith("OUTBOX_MAIL_TLS_VERIFY is off: the TLS certificate and host")
+    assert warned[1].startswith("OUTBOX_MAIL_ALLOW_PLAINTEXT_AUTH is on")
+
+
+def test_no_warning_when_nothing_is_turned_off(app, runner, caplog):
+    assert runner.invoke(args=["send-queued"]).exit_code == 0
+    assert [r for r in caplog.records if (r.levelno, r.name) == UNSAFE] == []
+
+
+@pytest.fixture
+def tls_worker(app, tmp_path) -> Iterator[Any]:  # type: ignore[no-untyped-def]
+    """Start `outbox worker` processes with extra OUTBOX_* settings; SIGTERM them at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(**settings: object) -> subprocess.Popen[str]:
+        env = dict(
+            os.environ,
+            PYTHONPATH=str(Path(__file__).parent.parent),
+            OUTBOX_DATABASE_URL=app.config["DATABASE_URL"],
+            OUTBOX_INSTANCE_PATH=str(tmp_path),
+            OUTBOX_SMTP_TIMEOUT="5",
+            OUTBOX_MAIL_DEFAULT_SENDER="outbox@example.com",
+            OUTBOX_POLL_INTERVAL="0.5",
+        )
+        env |= {f"OUTBOX_{k}": str(v) for k, v in settings.items()}  # fmt: skip
+        worker = subprocess.Popen([sys.executable, "-m", "outbox", "worker"], env=env,
+                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
+        started.append(worker)
+        return worker
+
+    yield start
+    for worker in started:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+
+
+def test_a_worker_with_verify_off_warns_at_start_and_sends(tls_worker, make_message):
+    message = make_message()
+    with Server("ssl", self_signed()) as server:
+        worker = tls_worker(MAIL_PORT=server.port, MAIL_USE_SSL="true", MAIL_TLS_VERIFY="false")
+        deadline = time.monotonic() + 30
+        while not server.recorder.received:
+            assert time.monotonic() < deadline and worker.poll() is None, "nothing arrived"
+            time.sleep(0.1)
+        worker.send_signal(signal.SIGTERM)
+        _, log = worker.communicate(timeout=30)
+    assert worker.returncode == 0, log
+    assert server.recorder.message_ids() == [message.message_id]
+    warnings = [line for line in log.splitlines() if " WARNING " in line]
+    assert len(warnings) == 1, log
+    assert "OUTBOX_MAIL_TLS_VERIFY is off" in warnings[0]
+    assert f"127.0.0.1:{server.port}" in warnings[0]
+    assert fresh(message.id).status == Status.SENT
