@@ -5,7 +5,7 @@ import logging
 import click
 from flask import Flask, current_app
 
-from . import accounts, runner, tokens, worker
+from . import accounts, runner, smtp, tokens, worker
 
 
 def configure_logging() -> None:
@@ -30,6 +30,7 @@ def worker_command(processes: int) -> None:
 def send_queued_command() -> None:
     """Send every due message once, refresh the pages' full counts if due, and exit."""
     configure_logging()
+    smtp.warn_unsafe(current_app.config)
     drainer = worker.Worker()
     tally = drainer.drain()
     worker.count_if_due(drainer.worker_id)

@@ -3,6 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
+from . import smtp
 from .status import shortest_lock_timeout
 
 # Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
@@ -15,7 +16,13 @@ DEFAULTS: dict[str, Any] = {
     "MAIL_USE_TLS": False,  # STARTTLS after connecting
     "MAIL_USE_SSL": False,  # implicit TLS from the first byte
     "MAIL_USERNAME": None,  # SMTP AUTH user, None for no AUTH
-    "MAIL_PASSWORD": None,  # SMTP AUTH password
+    "MAIL_PASSWORD": None,  # SMTP AUTH password (UTF-8 is fine)
+    # TLS certificates and host names are checked against the system's trust store;
+    # false is the only way to stop that, and every worker start then logs a warning.
+    "MAIL_TLS_VERIFY": True,  # bool
+    "MAIL_TLS_CA_FILE": None,  # path of a PEM file of CAs trusted besides the system's
+    # Without TLS the password is not sent at all, unless this says it may be.
+    "MAIL_ALLOW_PLAINTEXT_AUTH": False,  # bool
     "MAIL_DEFAULT_SENDER": None,  # address used as From when a message names none
     "SMTP_TIMEOUT": 30.0,  # seconds one SMTP socket operation may take
     "POLL_INTERVAL": 20.0,  # seconds between worker ticks
@@ -38,7 +45,8 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_CACHE_SECONDS": 5.0,  # seconds; 0 asks the database on every request
 }
 
-_BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY"}
+_BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
+_BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
@@ -88,3 +96,10 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("TOKEN_CACHE_SECONDS must be 0 or more")
     if config["RETRY_BACKOFF"] < 1:
         raise ValueError("RETRY_BACKOFF must be 1 or more")
+    if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
+        raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
+    if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held
+        try:
+            smtp.tls_context(config["MAIL_TLS_VERIFY"], config["MAIL_TLS_CA_FILE"])
+        except smtp.SettingsError as exc:
+            raise ValueError(str(exc)) from None

@@ -13,6 +13,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
+from . import smtp
 from .extensions import db
 from .worker import Worker, count_if_due
 
@@ -63,6 +64,7 @@ def run(app: Flask) -> None:
     # up to POLL_INTERVAL, while the pass went on claiming batches.
     signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
+    smtp.warn_unsafe(app.config)
     scheduler.start()
     signum = signal.sigwait(stops)
     log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from flask import current_app
 from flask_mail import Connection
 
-from . import pipelining
+from . import pipelining, smtp
 from .deliveries import Reply
 from .mime import BuildError, Mail
 from .rendered import Features
@@ -37,18 +37,8 @@ class TimedConnection(Connection):
     """
 
     def configure_host(self) -> smtplib.SMTP:
-        state, timeout = self.mail, current_app.config["SMTP_TIMEOUT"]
-        factory = smtplib.SMTP_SSL if state.use_ssl else smtplib.SMTP
-        host = factory(state.server, state.port, timeout=timeout)
-        try:
-            if state.use_tls:
-                host.starttls()
-            if state.username and state.password:
-                host.login(state.username, state.password)
-        except BaseException:
-            host.close()
-            raise
-        return host
+        """Connected, TLS checked, logged in; smtp.HostError for a fault of server or settings."""
+        return smtp.open_host(smtp.HostSettings.of(self.mail, current_app.config))
 
 
 class SmtpSession:
@@ -226,6 +216,8 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
     except Exception as exc:
         # Whatever the server said, a failed connection is not this message's fault.
         session.drop()
+        if isinstance(exc, smtp.HostError):  # it names the host and the problem
+            return Result(Outcome.DEFERRED, exc.code, str(exc), fault=True)
         found = classify(exc)
         return Result(Outcome.DEFERRED, found.code, f"{found.error} at {_server()}", fault=True)
     offered = features(host)

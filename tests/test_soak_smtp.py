@@ -89,7 +89,7 @@ def test_an_smtp_outage_defers_on_schedule_and_delivers_everything_after(app, wo
         assert sent.outcome == "sent" and sent.started_at >= back_at - timedelta(seconds=1)
         for n, (one, then) in enumerate(zip(refused, attempts[1:], strict=True), start=1):
             assert one.outcome == "deferred" and one.smtp_code is None
-            assert one.error.startswith("cannot connect: ConnectionRefusedError"), one.error
+            assert "Connection refused" in one.error, one.error  # named by smtp.open_host
             wait = timedelta(seconds=retry_delay(n, *schedule))
             assert then.started_at >= one.finished_at + wait
         # The sent attempt leaves next_attempt_at as the last deferral set it.

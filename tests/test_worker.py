@@ -191,8 +191,8 @@ def test_an_unreachable_server_defers_every_claimed_message(app, make_message):
     messages = [make_message() for _ in range(3)]
     tally = Worker().drain()
     assert (tally.deferred, tally.sent, tally.failed) == (3, 0, 0)
-    where = f"at {app.config['MAIL_SERVER']}:{app.config['MAIL_PORT']}"
-    assert tally.fault.startswith("ConnectionRefusedError") and tally.fault.endswith(where)
+    where = f"{app.config['MAIL_SERVER']}:{app.config['MAIL_PORT']}"
+    assert tally.fault == f"cannot connect to {where}: Connection refused"  # smtp.open_host
     for message in messages:
         row = fresh(message.id)
         # The server's fault, not the message's: no attempt of its allowance spent.
