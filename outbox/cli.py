@@ -35,6 +35,8 @@ def send_queued_command() -> None:
     tally = drainer.drain()
     worker.count_if_due(drainer.worker_id)
     click.echo(str(tally))
+    if tally.fault:  # the server's or the settings' fault; the next pass tries again
+        click.echo(f"sending is failing: {tally.fault}", err=True)
 
 
 @click.command("create-token")

@@ -177,13 +177,17 @@ def test_a_fault_of_the_server_defers_the_batch_spends_no_attempt_and_shows_a_ba
 ):
     sender = "outbox@example.com"
     smtp.recorder.mail_replies[sender] = "530 5.7.0 Authentication required"
-    messages = [make_message(from_addr=sender) for _ in range(3)]
+    # One on its last attempt: a fault never fails it.
+    messages = [make_message(from_addr=sender, max_attempts=n) for n in (1, 5, 5)]
+    row_allowance = {m.id: m.max_attempts for m in messages}
     worker = Worker()
     tally = worker.drain()
     assert (tally.deferred, tally.sent, tally.failed) == (3, 0, 0)
     for message in messages:
         row = fresh(message.id)
-        assert (row.status, row.attempts) == (Status.DEFERRED, 0)
+        # Counted for the retry schedule, and added to the allowance: none of it spent.
+        assert (row.status, row.attempts) == (Status.DEFERRED, 1)
+        assert row.max_attempts == row_allowance[message.id] + 1
         assert row.last_error.startswith("530 5.7.0 Authentication required at 127.0.0.1:")
         assert [a.outcome for a in attempts_of(message.id)] == ["deferred"]
     assert smtp.recorder.connections == 1  # the batch stopped at the first fault

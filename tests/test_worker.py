@@ -195,8 +195,9 @@ def test_an_unreachable_server_defers_every_claimed_message(app, make_message):
     assert tally.fault == f"cannot connect to {where}: Connection refused"  # smtp.open_host
     for message in messages:
         row = fresh(message.id)
-        # The server's fault, not the message's: no attempt of its allowance spent.
-        assert (row.status, row.attempts, row.locked_by) == (Status.DEFERRED, 0, None)
+        # The server's fault, not the message's: counted, but none of its allowance spent.
+        assert (row.status, row.attempts, row.locked_by) == (Status.DEFERRED, 1, None)
+        assert row.max_attempts == app.config["MAX_ATTEMPTS"] + 1
         assert row.last_error == tally.fault
         (attempt,) = attempts_of(message.id)
         assert (attempt.outcome, attempt.smtp_code) == ("deferred", None)

@@ -26,7 +26,8 @@ class Finished:
     error: str | None = None
     # The recipients column as the attempt left it (deliveries.settle); None: unchanged.
     recipients: list[dict[str, Any]] | None = None
-    # The server's or the settings' fault: deferred without spending an attempt.
+    # The server's or the settings' fault: deferred on the retry schedule, but the
+    # attempt is added to the message's allowance, so such faults never fail it.
     fault: bool = False
 
 
@@ -90,7 +91,7 @@ class Shape:
 
     new: Status
     recipients: bool = False
-    fault: bool = False  # the attempt does not count
+    fault: bool = False  # the attempt is added to the allowance as well
 
 
 Moves = dict[Shape, list[tuple["Finished", Outcome, str | None]]]
@@ -165,7 +166,7 @@ def _outcome_update(shape: Shape, size: int, returning: bool, per_row_error: boo
         return case(*whens, else_=column)
 
     values: dict[str, object] = {
-        "attempts": c.attempts if shape.fault else c.attempts + 1,
+        "attempts": c.attempts + 1,
         "last_retry": per_row("at", c.last_retry),
         "locked_by": None,
         "locked_at": None,
@@ -175,6 +176,8 @@ def _outcome_update(shape: Shape, size: int, returning: bool, per_row_error: boo
             else bindparam("error", type_=c.last_error.type)
         ),
     }
+    if shape.fault:  # counted, so the retry schedule backs off, and given back
+        values["max_attempts"] = c.max_attempts + 1
     if shape.recipients:
         values["recipients"] = per_row("recipients", c.recipients)
     if new is Status.SENT:
