@@ -185,8 +185,9 @@ def deliver(
         session.drop()
         session.aborted = False
         cut = Reply(Outcome.DEFERRED, None, f"sending took longer than {deadline:g}s; cut off")
+        # Recipients of a transaction finished before the cut have the mail.
         replies = {address: cut for address, reply in result.recipients.items()
-                   if reply.outcome is not Outcome.FAILED}  # fmt: skip
+                   if reply.outcome is Outcome.DEFERRED}  # fmt: skip
         return Result(Outcome.DEFERRED, None, cut.text, {**result.recipients, **replies})
     return result
 

@@ -217,7 +217,7 @@ class Worker:
         entries = claim.mail.recipients
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         result = sender.deliver(session, mail, deadline, ahead)
-        if result.fault or not result.recipients:
+        if result.fault or not (result.recipients or not deliveries.pending(entries)):
             error = result.error
             if result.outcome is not Outcome.SENT:
                 error = error or ("failed" if result.outcome is Outcome.FAILED else "")
