@@ -115,8 +115,13 @@ def _group(commands: list[str]) -> str:
 def _envelope(host: smtplib.SMTP, sender: str, recipients: list[str], data: Rendered) -> list[str]:
     """The MAIL and RCPT commands of a mail, as smtplib's sendmail words them."""
     options = f" size={data.size()}" if host.does_esmtp and host.has_extn("size") else ""
-    commands = [f"mail FROM:{_quoted(sender)}{options}"]
-    commands += [f"rcpt TO:{_quoted(recipient)}" for recipient in recipients]
+    if data.eight_bit:
+        options += " BODY=8BITMIME"
+    if data.smtputf8:
+        options += " SMTPUTF8"
+        host.command_encoding = "utf-8"  # as smtplib's sendmail sets it for SMTPUTF8
+    commands = [f"mail FROM:<{sender}>{options}"]
+    commands += [f"rcpt TO:<{recipient}>" for recipient in recipients]
     if any("\r" in line or "\n" in line for line in commands):
         raise ValueError("an envelope address holds a line break")  # as smtplib's putcmd
     return commands

@@ -1,5 +1,6 @@
 """The worker's drain pass: claim due messages, send them, record what came of each."""
 
+import contextlib
 import logging
 import os
 import socket
@@ -13,7 +14,7 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import heartbeats, mime, queue, rollups, sender
+from . import heartbeats, mime, queue, rendered, rollups, sender
 from .extensions import db
 from .models import utcnow
 from .status import Lease, Outcome, Retry, Status
@@ -134,7 +135,7 @@ class Worker:
         pending = deque(claims)
         finished: list[queue.Finished] = []
         oldest = 0.0  # when the first unwritten outcome came
-        ready: dict[int, mime.Prepared | queue.Finished] = {}  # made one claim ahead
+        ready: dict[int, mime.Mail | queue.Finished] = {}  # made one claim ahead
         with sender.SmtpSession() as session:
             while pending:
                 if self.stop.is_set():
@@ -158,7 +159,7 @@ class Worker:
                     # Made now, its MAIL, RCPT and DATA go out with this mail's end (one
                     # round trip a mail). Not with attachments: one mail's are enough in memory.
                     ready[pending[0].id] = upcoming = self._prepare(pending[0])
-                    ahead = upcoming if isinstance(upcoming, mime.Prepared) else None
+                    ahead = upcoming if isinstance(upcoming, mime.Mail) else None
                 finished.append(self._send(session, claim, mail, ahead, lease.send_deadline))
                 del mail  # an attachment's data is not kept past its send
                 if len(finished) >= every or time.monotonic() - oldest > after:
@@ -170,7 +171,7 @@ class Worker:
         )  # fmt: skip
         return tally
 
-    def _prepare(self, claim: queue.Claim) -> mime.Prepared | queue.Finished:
+    def _prepare(self, claim: queue.Claim) -> mime.Mail | queue.Finished:
         """A claimed message made ready for SMTP, or its failure if it cannot be."""
         row = claim.mail  # the claim that outlives the send does not hold the mail
         try:
@@ -186,8 +187,8 @@ class Worker:
         self,
         session: sender.SmtpSession,
         claim: queue.Claim,
-        mail: mime.Prepared | queue.Finished,
-        ahead: mime.Prepared | None,
+        mail: mime.Mail | queue.Finished,
+        ahead: mime.Mail | None,
         deadline: float,
     ) -> queue.Finished:
         """Send one prepared message, cut off after deadline; what came of it, not yet written.
@@ -198,10 +199,28 @@ class Worker:
         if isinstance(mail, queue.Finished):
             return mail
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
-        result = sender.deliver(session, mail, deadline, ahead)
+        features = _features(session)
+        if isinstance(features, sender.Result):  # the server cannot be reached
+            return queue.Finished(claim, features.outcome, utcnow(), features.code, features.error)
+        try:
+            prepared = mail.for_server(features)
+        except mime.BuildError as exc:
+            return queue.Finished(claim, Outcome.FAILED, utcnow(), None, str(exc))
+        unsendable = "; ".join(f"{a}: {why}" for a, why in prepared.unsendable.items())
+        if not prepared.recipients:
+            return queue.Finished(
+                claim, Outcome.FAILED, utcnow(), None, unsendable or "no recipient"
+            )
+        following = None
+        if ahead is not None:
+            with contextlib.suppress(mime.BuildError):
+                following = ahead.for_server(features)
+        result = sender.deliver(session, prepared, deadline, following)
         error = result.error
         if result.outcome is not Outcome.SENT:
             error = error or ("failed" if result.outcome is Outcome.FAILED else "")
+        elif unsendable:  # until recipients have states of their own (the lead's change)
+            error = "; ".join(filter(None, [error, f"not sent: {unsendable}"]))
         return queue.Finished(claim, result.outcome, utcnow(), result.code, error)
 
     def _record(self, finished: list[queue.Finished], retry: Retry, tally: Tally) -> None:
@@ -219,6 +238,21 @@ class Worker:
                 log.warning("%s: lost the claim on message %d before recording %s",
                             self.worker_id, done.claim.id, done.outcome)  # fmt: skip
         finished.clear()
+
+
+def _features(session: sender.SmtpSession) -> rendered.Features | sender.Result:
+    """What the session's server offers (8BITMIME, SMTPUTF8), connecting if need be; or,
+    if it cannot be reached, the deferral deliver() would give."""
+    try:
+        host = session.host()
+        host.ehlo_or_helo_if_needed()
+    except Exception as exc:
+        session.drop()
+        found = sender.classify(exc)
+        return sender.Result(Outcome.DEFERRED, found.code, f"cannot connect: {found.error}")
+    return rendered.Features(
+        eight_bit=bool(host.has_extn("8bitmime")), smtputf8=bool(host.has_extn("smtputf8"))
+    )
 
 
 def count_if_due(worker_id: str) -> None:

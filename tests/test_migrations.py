@@ -10,6 +10,7 @@ from outbox import create_app, mime
 from outbox.addresses import Kind, Mailbox
 from outbox.extensions import db, dispose_engines
 from outbox.models import Message
+from outbox.rendered import Features
 
 from .conftest import base_config
 
@@ -53,7 +54,7 @@ def test_0005_parses_the_stored_address_text_into_parts(empty_database_url):
             assert (second.sender, second.reply_to_mailbox) == (Mailbox("outbox@example.com"), None)
             assert second.recipients == [{"kind": "to", "address": "a@example.com"}]
             # A converted row is sent like a new one: the envelope names each address once.
-            mail = mime.prepare(first, [])
+            mail = mime.prepare(first, []).for_server(Features())
             assert mail.recipients == ["ann@example.com", "bob@example.com", "j@example.com",
                                        "zoe@example.com", "hidden@example.com"]  # fmt: skip
             db.session.commit()
