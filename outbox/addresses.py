@@ -8,6 +8,7 @@ from email.headerregistry import Address
 from email.utils import getaddresses
 from enum import StrEnum
 
+import idna
 from email_validator import EmailNotValidError, validate_email
 from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
 
@@ -50,6 +51,22 @@ class Mailbox:
 def written(address: str, name: str) -> str:
     """An address with its display name as RFC 5322 writes it (the same few come back often)."""
     return str(Address(display_name=name, addr_spec=address))
+
+
+@functools.lru_cache(maxsize=4096)
+def a_label(domain: str) -> str:
+    """A domain as it goes on the wire: IDNA2008 A-labels, ValueError if IDNA2008 refuses it.
+
+    UTS #46 mapping, non-transitional (the idna package), as email_validator checked it at
+    enqueue: faß.example is xn--fa-hia.example. Never Python's "idna" codec, which is
+    IDNA2003 and sends ß as ss, to another domain. An ASCII name goes as it is.
+    """
+    if domain.isascii() and "xn--" not in domain.lower():
+        return domain
+    try:
+        return idna.encode(domain, uts46=True, transitional=False).decode("ascii")
+    except UnicodeError as exc:  # idna.IDNAError is one
+        raise ValueError(f"IDNA2008 refuses the domain {domain!r}: {exc}") from None
 
 
 def stored(to: list[Mailbox], cc: list[Mailbox], bcc: list[Mailbox]) -> list[dict[str, str]]:

@@ -1,294 +1,254 @@
-"""A stored row as the bytes of a mail: Flask-Mail's message, and the same bytes written directly.
+"""A stored row as a mail for one SMTP server: its envelope and DATA, written directly.
 
-Flask-Mail builds a tree of email.mime objects that the email package's generator then
-writes out, which was most of what a worker spent on a small message (bench/README).
-prepare() writes the common shapes (a text part, or text and HTML as alternatives, no
-attachments) straight to bytes, the very bytes OutgoingMessage.render()
-writes for them (tests/test_mime.py compares the two on generated messages), and hands
-every other shape to Flask-Mail.
+One writer for every shape: a text/plain or text/html part alone, the two as
+multipart/alternative, and either inside multipart/mixed with attachments. Written
+straight to bytes, without the email package's objects, which cost most of a worker's
+time on a small message (bench/README). prepare() does what any server needs;
+Mail.for_server() what depends on the server's 8BITMIME and SMTPUTF8.
+
+Bodies decode to the text as submitted with each line break (CR, LF or CRLF) read back as
+one, since MIME text carries CRLF (encoding.lines); tests/test_mime.py and
+tests/test_wire_roundtrip.py parse what this writes with the email package.
 """
 
-import binascii
-import copy
 import functools
+import hashlib
 import re
-import secrets
 import time
-from email.header import Header
+from dataclasses import dataclass, field
 from email.utils import formatdate
 
-from flask_mail import Attachment, Message, sanitize_address, sanitize_subject
-
-from .addresses import LINE_BREAK, Kind, Mailbox, by_kind
+from . import encoding
+from .addresses import LINE_BREAK, Kind, Mailbox, a_label, by_kind
+from .encoding import ATEXT, fold, parameters
 from .models import Message as Row
-from .rendered import WIRE, Features, Prepared, Rendered
+from .parts import attachment_head, boundary, content
+from .rendered import Features, Prepared, Rendered
+from .schema import HEADER_NAME
 
-Addresses = list[tuple[str, str]]  # (display name, address) pairs
+Attachments = list[tuple[str, str, bytes]]  # (file name, content type, data)
 
-# The generator's line ends, each written as CRLF.
-NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-def boundary() -> str:
-    """A MIME boundary: "=_" and 128 random bits.
-
-    Set before rendering, the generator need not compile a regular expression per
-    part to prove its own boundary absent from the text. 128 random bits are in no
-    text that did not guess them, and "=_" is in no base64 or quoted-printable text.
-    """
-    return f"=_{secrets.token_hex(16)}"
-
-
-class OutgoingMessage(Message):
-    """Flask-Mail's message, rendered for the wire with the legacy policy."""
-
-    def render(self) -> Rendered:
-        """The DATA, each attachment's body left out of the email package.
-
-        The email package holds an attachment four times over while it encodes and
-        writes it (raw, base64 pieces, joined, and as a str). Flask-Mail renders a
-        stand-in for each body instead: bytes whose base64 is one random line, found
-        in the text afterwards and cut out, with the headers Flask-Mail writes.
-        """
-        if not self.attachments:
-            return Rendered([self._wire_bytes()], [])
-        stand_in, markers, bodies = copy.copy(self), [], []
-        stand_in.attachments = []
-        for attachment in self.attachments:
-            if isinstance(attachment.data, str):  # not from build(): left to the email package
-                stand_in.attachments.append(attachment)
-                continue
-            bodies.append(attachment.data)
-            marker = f"outboxattachment{secrets.token_hex(16)}".encode()  # 48 base64 digits
-            markers.append(marker + b"\r\n")
-            stand = copy.copy(attachment)
-            stand.data = binascii.a2b_base64(marker)
-            stand_in.attachments.append(stand)
-        rest, texts = stand_in._wire_bytes(), []
-        for marker in markers:
-            before, found, rest = rest.partition(marker)
-            if not found:
-                raise ValueError("an attachment's stand-in is missing from the rendered text")
-            texts.append(before)
-        texts.append(rest)
-        return Rendered(texts, bodies)
-
-    # The envelope, from the stored addresses (build sets them).
-    envelope_from: str = ""
-    envelope_to: list[str] = []
-    envelope_stored: list[str] = []
-
-    def prepare(self) -> "Prepared":
-        """The envelope and the DATA, as smtplib's sendmail takes them."""
-        return Prepared(self.envelope_from, self.envelope_to, self.render(), self.envelope_stored)
-
-    def _wire_bytes(self) -> bytes:
-        message = self._message()
-        message.policy = WIRE  # Flask-Mail sets policy.SMTP, which set_boundary would use
-        for part in message.walk():
-            if part.is_multipart():
-                part.set_boundary(boundary())
-        return message.as_bytes(policy=WIRE)
-
-
-def _ascii_header(value: str) -> str:
-    """A header value as ASCII, RFC 2047 encoded if it holds anything else."""
-    return value if value.isascii() else Header(value, "utf-8").encode()
+DOT_ATOM = re.compile(f"[{ATEXT}]+(?:\\.[{ATEXT}]+)*")
+# RFC 6532 3.2: a UTF-8 local part's atoms take any non-ASCII character too.
+UTF8_DOT_ATOM = re.compile(f"(?:[{ATEXT}]|[^\\x00-\\x7f])+(?:\\.(?:[{ATEXT}]|[^\\x00-\\x7f])+)*")
+MSG_ID = re.compile(f"<{DOT_ATOM.pattern}@{DOT_ATOM.pattern}>")
+NO_SMTPUTF8 = "server does not offer SMTPUTF8, needed for the non-ASCII local part of {}"
 
 
 class BuildError(Exception):
     """The stored message cannot be turned into a mail; retrying will not help."""
 
 
-def _listed(row: Row) -> tuple[Addresses, Addresses, Addresses]:
-    """The row's To, Cc and Bcc as (name, address) pairs, in the order given.
+@functools.lru_cache(maxsize=4096)
+def wire_address(address: str, utf8: bool) -> str:
+    """An addr-spec as it goes on the wire: A-label domain, the local part quoted if it must be.
 
-    Pairs, not "name <addr>" text: Flask-Mail reads text again with parseaddr, which
-    cuts an unquoted name holding a comma in two.
+    ValueError saying why if it cannot go: IDNA2008 refuses its domain, or its local part is
+    not ASCII and the server takes no UTF-8 (utf8 false). Never rewritten otherwise.
     """
-    found = {kind: [(m.name, m.address) for m in listed]
-             for kind, listed in by_kind(row.recipients).items()}  # fmt: skip
-    return found[Kind.TO], found[Kind.CC], found[Kind.BCC]
+    local, at, domain = address.rpartition("@")
+    if not at or not local:
+        raise ValueError(f"{address!r} is not an address")
+    if not local.isascii() and not utf8:
+        raise ValueError(NO_SMTPUTF8.format(address))
+    if not (DOT_ATOM if local.isascii() else UTF8_DOT_ATOM).fullmatch(local):
+        local = '"' + local.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return f"{local}@{a_label(domain)}"
 
 
-def _mailbox(address: str | None, name: str) -> str:
-    """An address with its display name as a header names it (quoted where it must be)."""
-    return str(Mailbox(address, name)) if address else ""
+@functools.lru_cache(maxsize=4096)
+def mailbox_tokens(address: str, name: str, utf8: bool) -> tuple[tuple[str, ...], bool]:
+    """A mailbox as header tokens, and whether they hold UTF-8 (RFC 6532).
 
-
-def _breaks_line(texts: list[object]) -> bool:
-    return LINE_BREAK.search(" ".join([str(text) for text in texts])) is not None
-
-
-def _checked(row: Row) -> tuple[dict[str, str], Addresses, Addresses, Addresses]:
-    """The row's extra headers and its To, Cc and Bcc pairs, or BuildError if it cannot go."""
-    headers = dict(row.headers or {})
-    # Checked as stored: Flask-Mail's has_bad_headers() looks at neither Cc nor
-    # the extra headers.
-    to, cc, bcc = _listed(row)
-    stored = [row.subject, row.from_addr, row.from_name, row.reply_to, row.reply_to_name]
-    if _breaks_line([*stored, *(text for pair in to + cc + bcc for text in pair),
-                     *headers, *headers.values()]):  # fmt: skip
-        raise BuildError("a header holds a line break")
-    if not row.from_addr:
-        raise BuildError("no sender address")
-    if not (to or cc or bcc):
-        # smtplib would refuse an empty recipient list with an empty error.
-        raise BuildError("no recipient address in to, cc or bcc")
-    return headers, to, cc, bcc
-
-
-def build(row: Row, attachments: list[tuple[str, str, bytes]]) -> OutgoingMessage:
-    """The Flask-Mail message for a stored row, with the row's fixed Message-ID."""
+    An address that cannot go to this server is written as an empty group named by the
+    address as given (RFC 6857 3.1.2's way), so the header stays readable ASCII.
+    """
     try:
-        headers, to, cc, bcc = _checked(row)
-        message = OutgoingMessage(
-            subject=row.subject,
-            recipients=list[str | tuple[str, str]](to),
-            cc=list[str | tuple[str, str]](cc),
-            bcc=list[str | tuple[str, str]](bcc),
-            sender=_mailbox(row.from_addr, row.from_name),
-            reply_to=_mailbox(row.reply_to, row.reply_to_name) or None,
-            body=row.text_body if row.text_body is not None else "",
-            html=row.html_body,
-            extra_headers={name: _ascii_header(value) for name, value in headers.items()},
-            attachments=[Attachment(n, t, d) for n, t, d in attachments],
-        )
-        message.msgId = row.message_id
-        message.envelope_from = _address(("", row.from_addr))
-        message.envelope_to, message.envelope_stored = _envelope(row)
+        wire = wire_address(address, utf8)
+    except ValueError:
+        written = f"{name} <{address}>" if name else address
+        return (*encoding.encoded_words(written, encoding.PHRASE_FIRST), ":;"), False
+    if not name:
+        return (wire,), not wire.isascii()
+    return (*encoding.phrase(name), f"<{wire}>"), not wire.isascii()
+
+
+def address_header(name: str, listed: list[Mailbox], utf8: bool) -> tuple[bytes, bool]:
+    """An address header of mailboxes in the order given, and whether it holds UTF-8."""
+    tokens: list[str] = []
+    raw = False
+    for mailbox in listed:
+        found, utf = mailbox_tokens(mailbox.address, mailbox.name, utf8)
+        if tokens:
+            tokens[-1] += ","
+        tokens.extend(found)
+        raw |= utf
+    return fold(name, tokens), raw
+
+
+def wire_message_id(stored: str) -> str:
+    """The stored Message-ID if it is a valid ASCII msg-id, else one made from it.
+
+    Older rows hold ids with a Unicode domain (make_msgid's), which are not msg-ids: the
+    domain goes as A-labels. Failing that, a digest of the stored id, the same each attempt.
+    """
+    if MSG_ID.fullmatch(stored):
+        return stored
+    left, _, right = stored.strip().strip("<>").rpartition("@")
+    try:
+        made = f"<{left}@{a_label(right)}>"
+    except ValueError:
+        made = ""
+    if MSG_ID.fullmatch(made):
+        return made
+    return f"<{hashlib.sha256(stored.encode(errors='replace')).hexdigest()[:32]}@outbox.invalid>"
+
+
+_today: tuple[int, bytes] = (0, b"")
+
+
+def _date() -> bytes:
+    """The Date header for now, made once a second."""
+    global _today
+    now = int(time.time())
+    if _today[0] != now:
+        _today = (now, f"Date: {formatdate(now, localtime=True)}\r\n".encode())
+    return _today[1]
+
+
+@dataclass
+class Mail:
+    """A row made ready for any server; for_server() finishes it for one."""
+
+    sender: Mailbox
+    reply_to: Mailbox | None
+    to: list[Mailbox]
+    cc: list[Mailbox]
+    pending: list[str]  # stored addresses of the recipients still to be sent to, in order
+    head: bytes  # Message-ID, Subject and the custom headers, encoded
+    text: str | None
+    html: str | None
+    attachments: list[tuple[bytes, bytes]]  # (part headers, data)
+    seven_bit: tuple[bytes, set[str]]  # the content for a server without 8BITMIME, its CTEs
+    made: dict[Features, Prepared] = field(default_factory=dict)
+
+    @property
+    def size_hint(self) -> int:
+        """About the bytes of the DATA: content, attachments as base64, not the headers."""
+        encoded = sum(encoding.base64_size(len(data)) for _, data in self.attachments)
+        return len(self.seven_bit[0]) + encoded
+
+    def for_server(self, features: Features) -> Prepared:
+        """The mail as it goes to a server offering features; BuildError if it cannot go there."""
+        made = self.made.get(features)
+        if made is None:
+            try:
+                made = self.made[features] = self._made_for(features)
+            except BuildError:
+                raise
+            except Exception as exc:
+                raise BuildError(f"cannot build message: {type(exc).__name__}: {exc}") from exc
+        return made
+
+    def _made_for(self, features: Features) -> Prepared:
+        utf8 = features.smtputf8
+        try:
+            sender = wire_address(self.sender.address, utf8)
+        except ValueError as exc:
+            raise BuildError(f"sender: {exc}") from None
+        recipients, stored, unsendable, seen = [], [], {}, set()
+        for address in self.pending:
+            try:
+                wire = wire_address(address, utf8)
+            except ValueError as exc:
+                unsendable[address] = str(exc)
+                continue
+            local, _, domain = wire.rpartition("@")
+            if (local, domain.lower()) not in seen:  # one RCPT for an address listed twice
+                seen.add((local, domain.lower()))
+                recipients.append(wire)
+                stored.append(address)
+        head, raw = self._addresses(utf8)
+        body, ctes = self.seven_bit
+        if features.eight_bit and ctes != {"7bit"}:  # some text may go as it is, in 8bit
+            body, ctes = content(self.text, self.html, True, bool(self.attachments))
+        top = b"".join([_date(), head, self.head])
+        if not self.attachments:
+            texts = [top + body]
+        else:
+            outer = boundary()
+            mark = f"\r\n--{outer}\r\n".encode()
+            mixed = fold("Content-Type", parameters("multipart/mixed", [("boundary", outer)]))
+            texts = [top + mixed + b"\r\n" + mark[2:] + body]
+            for part_head, _ in self.attachments:
+                texts[-1] += mark + part_head + b"\r\n"
+                texts.append(b"")
+            texts[-1] += f"\r\n--{outer}--\r\n".encode()
+        utf8_used = raw or not sender.isascii() or not all(r.isascii() for r in recipients)
+        eight_bit = "8bit" in ctes or (raw and features.eight_bit)
+        data = Rendered(texts, [data for _, data in self.attachments], eight_bit, utf8_used)
+        return Prepared(sender, recipients, stored, data, unsendable)
+
+    def _addresses(self, utf8: bool) -> tuple[bytes, bool]:
+        """From, Reply-To, To and Cc, and whether any holds UTF-8."""
+        found, raw = address_header("From", [self.sender], utf8)
+        lines = [found]
+        for name, listed in (("Reply-To", [self.reply_to] if self.reply_to else []),
+                             ("To", self.to), ("Cc", self.cc)):  # fmt: skip
+            if listed:
+                found, utf = address_header(name, listed, utf8)
+                lines.append(found)
+                raw |= utf
+        return b"".join(lines), raw
+
+
+def prepare(row: Row, attachments: Attachments) -> Mail:
+    """What every server gets of a row's mail; BuildError if it can never go."""
+    try:
+        return _prepared(row, attachments)
     except BuildError:
         raise
     except Exception as exc:
         raise BuildError(f"cannot build message: {type(exc).__name__}: {exc}") from exc
-    return message
 
 
-class Mail:
-    """A row's mail, written for each server as what it offers allows."""
-
-    def __init__(self, prepared: Prepared) -> None:
-        self.prepared = prepared
-
-    def for_server(self, features: Features) -> Prepared:
-        return self.prepared
-
-
-def prepare(row: Row, attachments: list[tuple[str, str, bytes]]) -> Mail:
-    """The row's mail: BuildError if it can never go."""
-    return Mail(_prepared(row, attachments))
-
-
-def _prepared(row: Row, attachments: list[tuple[str, str, bytes]]) -> Prepared:
-    """The envelope and DATA of a row's mail, written directly where it can be."""
-    if not attachments:
-        try:
-            return _direct(row)
-        except Exception:  # Flask-Mail's path below says what is wrong, in its words
-            pass
-    message = build(row, attachments)
+def _prepared(row: Row, attachments: Attachments) -> Mail:
+    headers = dict(row.headers or {})
+    entries = list(row.recipients or [])
+    listed = by_kind(entries)
+    texts = [row.subject, row.from_addr, row.from_name, row.reply_to, row.reply_to_name,
+             *(str(e.get(k, "")) for e in entries for k in ("address", "name")),
+             *headers, *headers.values()]  # fmt: skip
+    if LINE_BREAK.search(" ".join([str(text) for text in texts])):
+        raise BuildError("a header holds a line break")
+    if not row.from_addr:
+        raise BuildError("no sender address")
+    if not entries:
+        raise BuildError("no recipient address in to, cc or bcc")
+    for name, value in headers.items():
+        if not HEADER_NAME.match(name):
+            raise BuildError(f"{name!r} is not a valid header name")
+        if not isinstance(value, str):
+            raise BuildError(f"the value of the header {name} is not text")
     try:
-        return message.prepare()
-    except Exception as exc:
-        raise BuildError(f"cannot build message: {type(exc).__name__}: {exc}") from exc
-
-
-def _direct(row: Row) -> Prepared:
-    """What build(row, []).prepare() makes, without the email package's objects."""
-    headers, to, cc, bcc = _checked(row)
-    if not isinstance(row.message_id, str):
-        raise TypeError("no Message-ID")
-    text = row.text_body if row.text_body is not None else ""
-    html = row.html_body
-    # Flask-Mail's headers, in its order; its To and Cc go through a set.
-    fields = [("Subject", sanitize_subject(row.subject))] if row.subject else []
-    fields += [
-        ("From", _address(_mailbox(row.from_addr, row.from_name))),
-        ("To", ", ".join(list(set([_address(a) for a in to])))),
-        ("Date", _date()),
-        ("Message-ID", row.message_id),
-    ]
-    if cc:
-        fields.append(("Cc", ", ".join(list(set([_address(a) for a in cc])))))
-    if row.reply_to:
-        fields.append(("Reply-To", _address(_mailbox(row.reply_to, row.reply_to_name))))
-    fields += [(name, _ascii_header(value)) for name, value in headers.items()]
-    if html is None:
-        content = [("Content-Type", 'text/plain; charset="utf-8"'), ("MIME-Version", "1.0")]
-        content.append(("Content-Transfer-Encoding", "7bit" if text.isascii() else "8bit"))
-        data = _headers(content + fields) + _body(text)
-    else:
-        outer, inner = boundary().encode(), boundary().encode()
-        data = b"".join([
-            _multipart("mixed", outer), _headers(fields), b"--", outer, b"\r\n",
-            _multipart("alternative", inner), b"\r\n--", inner, b"\r\n",
-            _text_part(text, "plain"), b"\r\n--", inner, b"\r\n",
-            _text_part(html, "html"), b"\r\n--", inner, b"--\r\n",
-            b"\r\n--", outer, b"--\r\n",
-        ])  # fmt: skip
-    wire, stored = _envelope(row)
-    return Prepared(_address(("", row.from_addr)), wire, Rendered([data], []), stored)
-
-
-def _envelope(row: Row) -> tuple[list[str], list[str]]:
-    """RCPT TO, each recipient not settled on its own once, in the order given; and the
-    stored address of each."""
-    stored = list(dict.fromkeys(e["address"] for e in row.recipients if "state" not in e))
-    return [_address(("", address)) for address in stored], stored
-
-
-def _headers(fields: list[tuple[str, str]]) -> bytes:
-    """Header lines as the generator folds them, and the blank line after them."""
-    return b"".join([WIRE.fold_binary(name, value) for name, value in fields]) + b"\r\n"
-
-
-def _body(text: str) -> bytes:
-    return NEWLINE.sub("\r\n", text).encode("utf-8")
-
-
-def _text_part(text: str, subtype: str) -> bytes:
-    """A MIMEText part in utf-8, as Flask-Mail makes it: 7bit if ASCII, else 8bit."""
-    encoding = "7bit" if text.isascii() else "8bit"
-    head = (
-        f'Content-Type: text/{subtype}; charset="utf-8"\r\nMIME-Version: 1.0\r\n'
-        f"Content-Transfer-Encoding: {encoding}\r\n\r\n"
+        a_label(row.from_addr.rpartition("@")[2])
+    except ValueError as exc:
+        raise BuildError(f"sender: {exc}") from None
+    head = [f"Message-ID: {wire_message_id(row.message_id or '')}\r\n".encode()]
+    if row.subject:
+        head.append(encoding.unstructured("Subject", row.subject))
+    for name, value in headers.items():
+        head.append(encoding.unstructured(name, value, long_words=True))
+    head.append(b"MIME-Version: 1.0\r\n")
+    return Mail(
+        sender=Mailbox(row.from_addr, row.from_name or ""),
+        reply_to=Mailbox(row.reply_to, row.reply_to_name or "") if row.reply_to else None,
+        to=listed[Kind.TO],
+        cc=listed[Kind.CC],
+        pending=[e["address"] for e in entries if "state" not in e],
+        head=b"".join(head),
+        text=row.text_body,
+        html=row.html_body,
+        attachments=[(attachment_head(n, t), d) for n, t, d in attachments],
+        seven_bit=content(row.text_body, row.html_body, False, bool(attachments)),
     )
-    return head.encode() + _body(text)
-
-
-# Folding depends on lengths only, and every boundary() has the same length.
-_TEMPLATE = "=_" + "0" * 32
-
-
-@functools.cache
-def _folded_multipart(kind: str) -> bytes:
-    return WIRE.fold_binary("Content-Type", f'multipart/{kind}; boundary="{_TEMPLATE}"')
-
-
-def _multipart(kind: str, mark: bytes) -> bytes:
-    """A multipart's Content-Type and MIME-Version lines, as the generator writes them."""
-    return _folded_multipart(kind).replace(_TEMPLATE.encode(), mark) + b"MIME-Version: 1.0\r\n"
-
-
-def _address(address: str | tuple[str, str]) -> str:
-    """Flask-Mail's sanitize_address, the same answer without its parsing where there is none."""
-    if type(address) is tuple and not address[0] and address[1].isascii():
-        return address[1]  # what formataddr makes of an address with no name
-    return _sanitized(address)
-
-
-@functools.lru_cache(maxsize=4096)
-def _sanitized(address: str | tuple[str, str]) -> str:
-    return sanitize_address(address)
-
-
-_today: tuple[int, str] = (0, "")
-
-
-def _date() -> str:
-    """Flask-Mail's Date header for now, made once a second."""
-    global _today
-    now = int(time.time())
-    if _today[0] != now:
-        _today = (now, formatdate(now, localtime=True))
-    return _today[1]

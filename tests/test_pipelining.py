@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from outbox import pipelining, sender
-from outbox.mime import Prepared, Rendered
+from outbox.rendered import Prepared, Rendered
 
 Entry = tuple[str, bytes, int]  # what the server read (a command, or "." for a content), its reply
 
@@ -314,9 +314,8 @@ def recipients(count: int) -> list[str]:
 
 
 def mail(script: Script, text: bytes = b"Subject: hi\r\n\r\nHi\r\n") -> tuple[Script, Prepared]:
-    return script, Prepared(
-        "outbox@example.com", recipients(len(script.rcpts)), Rendered([text], [])
-    )
+    listed = recipients(len(script.rcpts))
+    return script, Prepared("outbox@example.com", listed, listed, Rendered([text], []))
 
 
 def verbs(run: Run) -> list[tuple[str, int]]:
@@ -396,7 +395,10 @@ CASES = {
     ),
     "lines that start with a dot": (mail(Script(), DOTTED), None),
     "a content not ending in CRLF": (mail(Script(), UNENDED), None),
-    "an attachment": ((Script(), Prepared("outbox@example.com", recipients(1), ATTACHED)), None),
+    "an attachment": (
+        (Script(), Prepared("outbox@example.com", recipients(1), recipients(1), ATTACHED)),
+        None,
+    ),
 }
 OFFERS = {
     "pipelining": PIPELINING,
@@ -441,7 +443,10 @@ CONTENTS = st.one_of(
 )
 SENDERS = st.sampled_from(["outbox@example.com", '"out box"@example.com', ""])
 MAILS = st.builds(
-    lambda script, sender, data: (script, Prepared(sender, recipients(len(script.rcpts)), data)),
+    lambda script, sender, data: (
+        script,
+        Prepared(sender, recipients(len(script.rcpts)), recipients(len(script.rcpts)), data),
+    ),
     st.builds(
         Script,
         mail=replies(250),

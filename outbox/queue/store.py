@@ -5,12 +5,11 @@ import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from email.utils import make_msgid
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from ..addresses import Mailbox, stored
+from ..addresses import Mailbox, a_label, stored
 from ..checks import Upload
 from ..drafts import Draft
 from ..extensions import AUTOCOMMIT, db
@@ -124,8 +123,12 @@ def batch_fingerprint(drafts: Sequence[Draft]) -> str:
 
 
 def _msgid_domain(sender: Mailbox) -> str:
-    """The domain of a sender's Message-IDs: its own, if that fits the Message-ID column."""
-    domain = sender.domain
+    """The domain of a sender's Message-IDs: its own as A-labels (a msg-id is ASCII), if
+    IDNA2008 takes it and it fits the Message-ID column."""
+    try:
+        domain = a_label(sender.domain)
+    except ValueError:
+        return "outbox.invalid"
     return domain if domain and len(domain) <= 200 else "outbox.invalid"
 
 
@@ -134,9 +137,9 @@ def _message_row(draft: Draft, now: datetime, **values: object) -> dict[str, obj
     return {
         # Fixed here and sent on every attempt, so a receiver can tell a retry
         # from a new mail.
-        # make_msgid draws from the random module, which the embedding program may
-        # seed (test tools do): the idstring from the OS keeps two ids apart anyway.
-        "message_id": make_msgid(secrets.token_hex(8), _msgid_domain(draft.from_addr)),
+        # 128 bits from the OS, not the random module, which the embedding program
+        # may seed (test tools do).
+        "message_id": f"<{secrets.token_hex(16)}@{_msgid_domain(draft.from_addr)}>",
         "from_addr": draft.from_addr.address,
         "from_name": draft.from_addr.name,
         "reply_to": draft.reply_to.address if draft.reply_to else None,

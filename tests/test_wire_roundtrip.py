@@ -1,0 +1,218 @@
+"""Generated mails enqueued as the API stores them, sent by a real worker process to real
+SMTP servers offering 8BITMIME and SMTPUTF8 or not, and read back byte for byte.
+
+SERVERS names each server kind and what it offers; a kind is a context manager factory
+yielding a WireServer. tests/postfix.py's smtp-sink and smtpd can be added to it.
+"""
+
+import base64
+import contextlib
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from aiosmtpd.controller import Controller
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import select
+
+from outbox import addresses, queue
+from outbox.drafts import DraftError, build_draft
+from outbox.extensions import db
+from outbox.models import Message
+from outbox.rendered import Features
+
+from .mailcheck import check, headers, wire
+from .smtpd import free_port
+
+
+@dataclass
+class Got:
+    mail_from: str
+    rcpt_tos: list[str]
+    options: list[str]
+    content: bytes
+
+
+@dataclass
+class Handler:
+    """aiosmtpd handler that records each mail with its MAIL FROM options."""
+
+    eight_bit: bool
+    received: list[Got] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    async def handle_EHLO(self, server, session, envelope, hostname, responses):  # type: ignore[no-untyped-def]  # noqa: N802
+        session.host_name = hostname
+        if not self.eight_bit:
+            responses = [r for r in responses if r[4:] != "8BITMIME"]
+        return [*responses[:-1], "250-PIPELINING", responses[-1]]
+
+    async def handle_DATA(self, server, session, envelope):  # type: ignore[no-untyped-def]  # noqa: N802
+        got = Got(envelope.mail_from, list(envelope.rcpt_tos), list(envelope.mail_options),
+                  envelope.original_content or envelope.content)  # fmt: skip
+        with self.lock:
+            self.received.append(got)
+        return "250 OK"
+
+
+@dataclass
+class WireServer:
+    port: int
+    offers: Features
+    received: Callable[[], list[Got]]
+
+
+@contextlib.contextmanager
+def aiosmtpd_server(offers: Features) -> Iterator[WireServer]:
+    handler, port = Handler(offers.eight_bit), free_port()
+    kwargs: dict[str, Any] = {"enable_SMTPUTF8": offers.smtputf8}
+    controller = Controller(handler, hostname="127.0.0.1", port=port, **kwargs)
+    controller.start()
+    try:
+        yield WireServer(port, offers, lambda: list(handler.received))
+    finally:
+        controller.stop()
+
+
+SERVERS: dict[str, Callable[[], contextlib.AbstractContextManager[WireServer]]] = {
+    "aiosmtpd": lambda: aiosmtpd_server(Features()),
+    "aiosmtpd 8BITMIME": lambda: aiosmtpd_server(Features(eight_bit=True)),
+    "aiosmtpd 8BITMIME SMTPUTF8": lambda: aiosmtpd_server(Features(True, True)),
+}
+
+
+@pytest.fixture(params=list(SERVERS))
+def wire_server(request: pytest.FixtureRequest) -> Iterator[WireServer]:
+    with SERVERS[request.param]() as server:
+        yield server
+
+
+TEXT_CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
+ONE_LINE = st.text(TEXT_CHARS, max_size=100).filter(lambda v: not addresses.LINE_BREAK.search(v))
+BODY = st.lists(
+    st.one_of(
+        st.text(TEXT_CHARS, max_size=20),
+        st.sampled_from(["\r\n", "\n", "\r", "\n.", ".\r\n", "\n..\n", "From ", " \n"]),
+        st.sampled_from(["x" * 1200, "中" * 1500, "<p>" * 400, "é" * 600]),
+    ),
+    max_size=12,
+).map("".join)
+LOCAL = st.sampled_from(["ann", "b.c+d", "jörg", "o'neil"])
+DOMAIN = st.sampled_from(["example.com", "faß.example", "ελλάς.example", "bücher.example"])
+ADDRESS = st.builds("{}@{}".format, LOCAL, DOMAIN)
+NAME = st.one_of(
+    st.just(""), st.sampled_from(["Ann", "Doe, Jane", "Zoë Ärger", "=?utf-8?q?x?="]),
+    st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zs")), max_size=30),
+)  # fmt: skip
+
+
+def as_text(address: str, name: str) -> str:
+    """A mailbox as a client writes it for the API: the name quoted."""
+    if not name:
+        return address
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"') + f'" <{address}>'
+
+
+MAILBOX = st.builds(as_text, ADDRESS, NAME)
+FILENAME = st.text(
+    st.characters(blacklist_categories=("Cs", "Cc"), blacklist_characters="/\\"),
+    min_size=1,
+    max_size=120,
+).filter(lambda v: v.strip() == v and not addresses.LINE_BREAK.search(v))
+ATTACHMENT = st.fixed_dictionaries(
+    {
+        "filename": FILENAME,
+        "content_type": st.sampled_from(["application/pdf", "text/plain", "image/png"]),
+        "content": st.binary(max_size=2000).map(lambda b: base64.b64encode(b).decode()),
+    }
+)
+MESSAGE = st.fixed_dictionaries(
+    {
+        "from": st.builds(lambda d, n: as_text(f"shop@{d}", n), DOMAIN, NAME),
+        "to": st.lists(MAILBOX, min_size=1, max_size=3),
+        "cc": st.lists(MAILBOX, max_size=2),
+        "bcc": st.lists(ADDRESS, max_size=1),
+        "subject": st.one_of(ONE_LINE, st.just("=?utf-8?q?literal?= " + "x" * 978)),
+        "text": st.one_of(st.none(), BODY),
+        "html": st.one_of(st.none(), BODY),
+        "headers": st.dictionaries(st.sampled_from(["X-Tag", "X-Campaign"]), ONE_LINE, max_size=2),
+        "attachments": st.lists(ATTACHMENT, max_size=2),
+    }
+).filter(lambda m: m["text"] or m["html"])
+
+
+def worker_env(app, port: int, tmp_path) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    env = dict(os.environ)
+    env.update(
+        PYTHONPATH=os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH", "")])),
+        OUTBOX_DATABASE_URL=app.config["DATABASE_URL"],
+        OUTBOX_INSTANCE_PATH=str(tmp_path),
+        OUTBOX_MAIL_PORT=str(port),
+        OUTBOX_MAIL_DEFAULT_SENDER="outbox@example.com",
+        OUTBOX_SMTP_TIMEOUT="10",
+    )
+    return env
+
+
+def sendable(address: str, offers: Features) -> bool:
+    local = address.rpartition("@")[0]
+    return local.isascii() or offers.smtputf8
+
+
+def expected_envelope(row: Message, offers: Features) -> list[str]:
+    found: dict[tuple[str, str], str] = {}
+    for entry in row.recipients:
+        if sendable(entry["address"], offers):
+            local, _, domain = wire(entry["address"]).rpartition("@")
+            found.setdefault((local, domain.lower()), f"{local}@{domain}")
+    return list(found.values())
+
+
+FIXTURES_OK = [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+               HealthCheck.data_too_large, HealthCheck.filter_too_much]  # fmt: skip
+
+
+@settings(max_examples=2, deadline=None, suppress_health_check=FIXTURES_OK)
+@given(messages=st.lists(MESSAGE, min_size=20, max_size=20))
+def test_mail_sent_by_a_worker_reads_back_as_stored(app, wire_server, tmp_path, messages):  # type: ignore[no-untyped-def]
+    offers = wire_server.offers
+    rows = {}
+    for fields in messages:
+        try:
+            draft = build_draft(fields, None)
+        except DraftError:
+            continue  # what the API refuses is not sent
+        message, _ = queue.enqueue(draft, source="test", max_attempts=1)
+        rows[message.message_id] = message.id
+    assert len(rows) >= 15  # the strategy makes what the API takes
+    done = subprocess.run(
+        [sys.executable, "-m", "outbox", "send-queued"],
+        env=worker_env(app, wire_server.port, tmp_path),
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = {headers(g.content)["Message-ID"]: g for g in wire_server.received()}
+    db.session.expire_all()
+    for message_id, pk in rows.items():
+        row = db.session.execute(select(Message).where(Message.id == pk)).scalar_one()
+        envelope = expected_envelope(row, offers)
+        if not envelope:
+            assert message_id not in got and row.status == "failed"
+            continue
+        assert row.status == "sent", row.last_error
+        mail = got[message_id]
+        assert mail.rcpt_tos == envelope
+        attached = queue.read_attachments(row.id)
+        check(mail.content, row, attached, offers.smtputf8)
+        body = mail.content.split(b"\r\n\r\n", 1)[1]
+        if not body.isascii():
+            assert offers.eight_bit and "BODY=8BITMIME" in mail.options
+        utf8 = not mail.content.split(b"\r\n\r\n", 1)[0].isascii()
+        assert ("SMTPUTF8" in mail.options) == (utf8 or not mail.mail_from.isascii())
+    db.session.commit()
