@@ -125,7 +125,7 @@ def _uploads() -> tuple[list[Upload], dict[str, str]]:
     for name in FILES:
         for item in request.files.getlist(name):
             try:
-                uploads.append(check_upload(item.filename or "", item.mimetype, item.read()))
+                uploads.append(check_upload(item.filename or "", item.content_type, item.read()))
             except ValueError as exc:
                 errors[name] = str(exc)
     return uploads, errors

@@ -23,6 +23,11 @@ UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 UNSTORABLE_ERROR = "must not contain NUL characters or lone surrogates"
 ONE_LINE = f"^[^{LINE_BREAKS}]*$"  # as a JSON Schema pattern
 MIME_TYPE = re.compile(r"^[\w.+-]{1,127}/[\w.+-]{1,127}$")  # RFC 6838: 127 characters each
+# One parameter of a content type (RFC 2045 5.1): a token, "=", a token or a quoted string.
+_TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
+_QUOTED = r'"(?:[^"\\\x00-\x1f\x7f]|\\[^\x00-\x1f\x7f])*"'
+PARAMETER = re.compile(rf"\s*({_TOKEN})\s*=\s*({_TOKEN}|{_QUOTED})\s*")
+CONTENT_TYPE_CHARS = 255  # the attachments.content_type column
 FILENAME_CHARS = 255  # the attachments.filename column
 
 
@@ -63,12 +68,28 @@ def check_upload(filename: str, content_type: str | None, data: bytes) -> Upload
         raise ValueError("every attachment needs a file name")
     if len(name) > FILENAME_CHARS:
         raise ValueError(f"file name {name[:40]!r}... is longer than {FILENAME_CHARS} characters")
-    kind = (content_type or "").split(";")[0].strip().lower()
+    kind, *given = (content_type or "").split(";")
+    kind = kind.strip().lower()
     if not kind or kind == "application/octet-stream":
         kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        given = []  # a guessed type takes no parameters given for another
     if not MIME_TYPE.match(kind):
         raise ValueError(f"{content_type!r} is not a content type")
-    return Upload(name, kind, data)
+    return Upload(name, _with_parameters(kind, given, content_type or ""), data)
+
+
+def _with_parameters(kind: str, given: list[str], content_type: str) -> str:
+    """The content type with the parameters given (a text file's charset), each checked."""
+    found = []
+    for parameter in filter(str.strip, given):
+        match = PARAMETER.fullmatch(parameter)
+        if match is None:
+            raise ValueError(f"{parameter.strip()!r} in {content_type!r} is not a parameter")
+        found.append(f"{match[1].lower()}={match[2]}")
+    written = "; ".join([kind, *found])
+    if len(written) > CONTENT_TYPE_CHARS:
+        raise ValueError(f"content type {written[:40]!r}... is longer than {CONTENT_TYPE_CHARS}")
+    return written
 
 
 class Attachment(BaseModel):

@@ -210,7 +210,7 @@ def compose() -> ResponseReturnValue:
         for name in FILES:
             for upload in request.files.getlist(ComposeForm.name_of(name)):
                 if upload.filename:
-                    draft.attachments.append(check_upload(upload.filename, upload.mimetype,
+                    draft.attachments.append(check_upload(upload.filename, upload.content_type,
                                                           upload.read()))  # fmt: skip
         limit = current_app.config["MAX_MESSAGE_BYTES"]
         if draft.size() > limit:
