@@ -35,6 +35,7 @@ from outbox.drafts import Draft
 from outbox.extensions import Base, db, dispose_engines
 from outbox.models import Message, User
 
+from .postfix import *  # noqa: F403 (the smtp-sink and Postfix fixtures)
 from .smtpd import SmtpServer
 
 # Each test run gets databases of its own, dropped at the end, so that runs side by
