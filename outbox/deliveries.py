@@ -40,6 +40,10 @@ class Reply:
     text: str
 
 
+ACCEPTED = Reply(Outcome.SENT, 250, "")  # the server took the mail for the recipient
+PLAIN = frozenset({"kind", "address", "name"})  # the keys of an entry nothing was noted on
+
+
 @dataclass(frozen=True)
 class Settled:
     """What an attempt comes to for the message: its outcome and the column to write."""
@@ -68,6 +72,9 @@ def settle(
     allowed are given up on. said: the attempt's own account, used when every recipient
     it tried met the same end (a refused DATA, a lost connection).
     """
+    if all(r is ACCEPTED for r in replies.values()) and all(e.keys() <= PLAIN for e in entries):
+        if all(str(e["address"]) in replies for e in entries):
+            return Settled(Outcome.SENT, None, None, None)  # the common attempt: all took it
     written = [dict(entry) for entry in entries]
     for entry in written:
         reply = replies.get(str(entry["address"]))

@@ -9,7 +9,7 @@ from flask import current_app
 from flask_mail import Connection
 
 from . import pipelining, smtp
-from .deliveries import Reply
+from .deliveries import ACCEPTED, Reply
 from .mime import BuildError, Mail
 from .rendered import Features
 from .status import Outcome
@@ -249,7 +249,7 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
         again = []
         for wire, address in todo:
             if wire not in refused:
-                replies[address] = Reply(Outcome.SENT, 250, "")
+                replies[address] = ACCEPTED
                 continue
             replies[address] = _refusal(*refused[wire])
             if refused[wire][0] in pipelining.TOO_MANY:
