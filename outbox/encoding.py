@@ -6,6 +6,7 @@ any input, and at most 78 wherever the encoding leaves the choice.
 
 import binascii
 import re
+from collections.abc import Iterator
 from urllib.parse import quote
 
 LIMIT = 78  # characters a folded header line or an encoded body line should not pass
@@ -173,10 +174,17 @@ def base64_size(size: int) -> int:
     return chars + 2 * -(-chars // 76)
 
 
-def base64(data: bytes) -> bytes:
-    """data as base64 lines of 76 characters, each with its CRLF."""
-    text = binascii.b2a_base64(data, newline=False)
-    return b"".join([text[i : i + 76] + b"\r\n" for i in range(0, len(text), 76)])
+# Raw bytes base64-encoded at a time: 57 bytes make one 76-character line; a block is
+# about 620 KiB on the wire, so a large attachment is never held encoded whole.
+BLOCK_BYTES = 57 * 8192
+
+
+def base64_blocks(data: bytes) -> Iterator[bytes]:
+    """data as base64 lines of 76 characters, each with its CRLF, a block at a time."""
+    view = memoryview(data)
+    for start in range(0, len(view), BLOCK_BYTES):
+        text = binascii.b2a_base64(view[start : start + BLOCK_BYTES], newline=False)
+        yield b"".join([text[i : i + 76] + b"\r\n" for i in range(0, len(text), 76)])
 
 
 def body(text: str, eight_bit: bool, closed: bool) -> tuple[str, bytes]:
@@ -197,4 +205,4 @@ def body(text: str, eight_bit: bool, closed: bool) -> tuple[str, bytes]:
     qp = quoted_printable(data, closed)
     if len(qp) <= base64_size(len(data)):
         return "quoted-printable", qp
-    return "base64", base64(data)
+    return "base64", b"".join(base64_blocks(data))

@@ -11,15 +11,18 @@ one, since MIME text carries CRLF (encoding.lines); tests/test_mime.py and
 tests/test_wire_roundtrip.py parse what this writes with the email package.
 """
 
+import contextlib
 import functools
 import hashlib
 import re
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
 
 from . import encoding
 from .addresses import LINE_BREAK, Kind, Mailbox, a_label, by_kind
+from .deliveries import pending
 from .encoding import ATEXT, fold, parameters
 from .models import Message as Row
 from .parts import attachment_head, boundary, content
@@ -132,22 +135,12 @@ class Mail:
     seven_bit: tuple[bytes, set[str]]  # the content for a server without 8BITMIME, its CTEs
     made: dict[Features, Prepared] = field(default_factory=dict)
 
-    @property
-    def size_hint(self) -> int:
-        """About the bytes of the DATA: content, attachments as base64, not the headers."""
-        encoded = sum(encoding.base64_size(len(data)) for _, data in self.attachments)
-        return len(self.seven_bit[0]) + encoded
-
     def for_server(self, features: Features) -> Prepared:
         """The mail as it goes to a server offering features; BuildError if it cannot go there."""
         made = self.made.get(features)
         if made is None:
-            try:
+            with _building():
                 made = self.made[features] = self._made_for(features)
-            except BuildError:
-                raise
-            except Exception as exc:
-                raise BuildError(f"cannot build message: {type(exc).__name__}: {exc}") from exc
         return made
 
     def _made_for(self, features: Features) -> Prepared:
@@ -204,8 +197,15 @@ class Mail:
 
 def prepare(row: Row, attachments: Attachments) -> Mail:
     """What every server gets of a row's mail; BuildError if it can never go."""
-    try:
+    with _building():
         return _prepared(row, attachments)
+
+
+@contextlib.contextmanager
+def _building() -> Iterator[None]:
+    """Any error but BuildError as the BuildError it is: the row cannot make a mail."""
+    try:
+        yield
     except BuildError:
         raise
     except Exception as exc:
@@ -245,7 +245,7 @@ def _prepared(row: Row, attachments: Attachments) -> Mail:
         reply_to=Mailbox(row.reply_to, row.reply_to_name or "") if row.reply_to else None,
         to=listed[Kind.TO],
         cc=listed[Kind.CC],
-        pending=[e["address"] for e in entries if "state" not in e],
+        pending=[e["address"] for e in pending(entries)],
         head=b"".join(head),
         text=row.text_body,
         html=row.html_body,

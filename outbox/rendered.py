@@ -1,24 +1,9 @@
 """A mail as SMTP takes it: its envelope, and its DATA with attachments encoded as it goes out."""
 
-import binascii
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from .encoding import base64_size
-
-# Raw attachment bytes base64-encoded at a time: 57 bytes make one 76-character
-# line; a block is about 620 KiB on the wire.
-BLOCK_BYTES = 57 * 8192
-
-
-def _base64_lines(data: bytes) -> Iterator[bytes]:
-    """data as base64 lines of 76 characters, each with its CRLF, a block at a time."""
-    view = memoryview(data)
-    for start in range(0, len(view), BLOCK_BYTES):
-        text = binascii.b2a_base64(view[start : start + BLOCK_BYTES], newline=False)
-        lines = [text[i : i + 76] for i in range(0, len(text), 76)]
-        lines.append(b"")  # the last line's CRLF
-        yield b"\r\n".join(lines)
+from .encoding import base64_blocks, base64_size
 
 
 @dataclass(frozen=True)
@@ -51,7 +36,7 @@ class Rendered:
         """The DATA in order, in pieces that each begin a line."""
         yield self.texts[0]
         for body, text in zip(self.bodies, self.texts[1:], strict=True):
-            yield from _base64_lines(body)
+            yield from base64_blocks(body)
             yield text
 
 

@@ -217,7 +217,9 @@ class Worker:
         entries = claim.mail.recipients
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         result = sender.deliver(session, mail, deadline, ahead)
-        if result.fault or not (result.recipients or not deliveries.pending(entries)):
+        # The attempt's end was the message's alone (a fault, a mail that cannot be built),
+        # unless the recipients said something, or none was left to send to.
+        if result.fault or (not result.recipients and deliveries.pending(entries)):
             error = result.error
             if result.outcome is not Outcome.SENT:
                 error = error or ("failed" if result.outcome is Outcome.FAILED else "")

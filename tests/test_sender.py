@@ -9,7 +9,7 @@ import tracemalloc
 
 import pytest
 
-from outbox import mime, queue, rendered, sender
+from outbox import encoding, mime, queue, rendered, sender
 from outbox.checks import Upload
 from outbox.deliveries import Reply
 from outbox.drafts import build_draft
@@ -322,7 +322,7 @@ def attachments_of(content: bytes) -> list[bytes]:
 
 def test_large_attachments_arrive_byte_for_byte(smtp_app, smtp, make_message):
     # Across several encoding blocks, and one ending a block then one byte into the next.
-    bodies = [os.urandom(3 * MIB), os.urandom(rendered.BLOCK_BYTES * 2 + 58), b"", b"x"]
+    bodies = [os.urandom(3 * MIB), os.urandom(encoding.BLOCK_BYTES * 2 + 58), b"", b"x"]
     assert len(bodies[1]) % 57 != 0
     row = attached(make_message, *bodies, html="<p>Hello</p>")
     assert [r.outcome for r in send(row)] == [SENT]
@@ -333,7 +333,7 @@ def test_large_attachments_arrive_byte_for_byte(smtp_app, smtp, make_message):
 
 
 def test_the_data_holds_each_attachment_whole_and_its_size_is_counted(app, make_message):
-    block = rendered.BLOCK_BYTES
+    block = encoding.BLOCK_BYTES
     sizes = [0, 1, 56, 57, 58, block - 1, block, block + 1, 3 * block + 100]
     bodies = list(map(os.urandom, sizes))
     row = attached(make_message, *bodies, html="<p>Hello</p>")
