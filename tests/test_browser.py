@@ -379,3 +379,31 @@ def test_compose_shows_a_malformed_address_next_to_its_field(staff_page, console
     expect(field.locator("p.error")).to_have_text(problem)
     expect(page.get_by_label("Text body", exact=True)).to_have_value("This will not be queued.")
     page.screenshot(path=SCREENSHOTS / "compose-errors.png", full_page=True)
+
+
+def test_a_partly_delivered_message_shows_each_recipient_at_phone_and_desktop_width(
+    staff_page, site
+):
+    site.smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    try:
+        pk = compose(staff_page, "here@example.com, gone@example.com", "Partly", "Hi")
+        expect(status_of(staff_page).first).to_have_text("sent", timeout=15_000)
+    finally:
+        del site.smtp.recorder.rcpt_replies["gone@example.com"]
+    try:
+        for width in (390, 1280):
+            staff_page.set_viewport_size({"width": width, "height": 900})
+            staff_page.goto(f"/messages/{pk}")
+            expect(staff_page.get_by_text("partly delivered", exact=True)).to_be_visible()
+            rows = staff_page.locator("#state table.recipients tbody tr")
+            expect(rows).to_have_count(2)
+            expect(rows.nth(0)).to_contain_text("sent")
+            expect(rows.nth(1)).to_contain_text("failed")
+            expect(rows.nth(1)).to_contain_text("550 5.1.1 no such user")
+            staff_page.screenshot(
+                path=SCREENSHOTS / f"partly-delivered-{width}.png", full_page=True
+            )
+            box = staff_page.locator("#state table.recipients").bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width, (box, width)
+    finally:
+        staff_page.set_viewport_size({"width": 1280, "height": 900})
