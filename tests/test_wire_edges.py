@@ -2,10 +2,14 @@
 
 import email
 import email.policy
+import io
 
 import pytest
+from sqlalchemy import func, select
 
 from outbox import tokens
+from outbox.extensions import db
+from outbox.models import Message
 from outbox.rendered import Features
 from outbox.worker import Worker
 
@@ -100,7 +104,7 @@ def test_an_attachments_charset_comes_through_the_api(server, client):
     token = tokens.create("shop")
     form = {"from": "o@example.com", "to": "ann@example.com", "subject": "s", "text": "see"}
     latin = "Grüße".encode("iso-8859-1")
-    files = {"attachments": [(__import__("io").BytesIO(latin), "note.txt",
+    files = {"attachments": [(io.BytesIO(latin), "note.txt",
                               "text/plain; charset=iso-8859-1")]}  # fmt: skip
     answer = client.post("/api/messages", data={**form, **files},
                          headers={"Authorization": f"Bearer {token}"})  # fmt: skip
@@ -110,3 +114,14 @@ def test_an_attachments_charset_comes_through_the_api(server, client):
     (part,) = [p for p in parsed(got.content).walk() if p.get_filename() == "note.txt"]
     assert part.get_content_type() == "text/plain" and part.get_param("charset") == "iso-8859-1"
     assert part.get_payload(decode=True) == latin
+
+
+def test_a_malformed_content_type_parameter_is_refused_and_nothing_stored(client):
+    token = tokens.create("shop")
+    form = {"from": "o@example.com", "to": "ann@example.com", "subject": "s", "text": "see"}
+    files = {"attachments": [(io.BytesIO(b"hi"), "note.txt", "text/plain; charset")]}
+    answer = client.post("/api/messages", data={**form, **files},
+                         headers={"Authorization": f"Bearer {token}"})  # fmt: skip
+    assert answer.status_code == 422
+    assert "'charset' in 'text/plain; charset' is not a parameter" in answer.get_data(as_text=True)
+    assert db.session.scalar(select(func.count()).select_from(Message)) == 0
