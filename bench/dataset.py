@@ -167,7 +167,7 @@ def _row(
     started = created + timedelta(seconds=rng.uniform(0.5, 20))
     finished = min(started + timedelta(seconds=rng.uniform(0.05, 2)), now)
     code, error = ERRORS[status]
-    error = error.format(to=to.split(",")[0]) if error else None
+    error = error.format(to=to[0]["address"]) if error else None
     message.update(attempts=1, last_retry=finished, last_error=error)
     if status is Status.SENT:
         message["sent_at"] = finished

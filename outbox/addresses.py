@@ -2,14 +2,16 @@
 
 import functools
 import re
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.headerregistry import Address
 from email.utils import getaddresses
 from enum import StrEnum
 
+import email_validator
 import idna
-from email_validator import EmailNotValidError, validate_email
+from email_validator import EmailNotValidError, ValidatedEmail, validate_email
 from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
 
 # Every character str.splitlines() ends a line at: the email package folds header
@@ -21,6 +23,20 @@ LINE_BREAK_ERROR = "must not contain a line break (CR, LF or another line separa
 # digits, hyphens and dots after it. email_validator and the email package keep such an
 # address as it is but for its domain, so only the domain needs their (slow) checks.
 PLAIN_ADDRESS = re.compile(r"([\w+-]+(?:\.[\w+-]+)*)@([A-Za-z0-9.-]+)", re.ASCII)
+# The special-use domains (RFC 6761 and others: local, test, onion, ...) email_validator
+# refuses. It reads them from a module-wide list on each call, the knob its README
+# offers; companies run mail inside some of them (host.local), which an app allows with
+# ALLOWED_SPECIAL_DOMAINS. Each check puts in the list without the app's own, under one
+# lock, and puts the whole list back: several apps in one process (tests) never see
+# each other's.
+SPECIAL_USE = tuple(email_validator.SPECIAL_USE_DOMAIN_NAMES)
+_SPECIAL_USE_LOCK = threading.Lock()
+NOT_ALLOWED_HINT = "; OUTBOX_ALLOWED_SPECIAL_DOMAINS can allow it"
+
+
+def address_error(value: str, why: str = "") -> str:
+    """The one wording of a refused address, with why the checks refused it if they say."""
+    return f"{value!r} is not an email address" + (f": {why}" if why else "")
 
 
 class Kind(StrEnum):
@@ -92,33 +108,48 @@ def by_kind(entries: list[dict[str, str]]) -> dict[Kind, list[Mailbox]]:
     return found
 
 
-def parse(values: Iterable[str]) -> list[Mailbox]:
-    """The mailboxes of strings that may each hold a comma-separated list; ValueError if bad."""
+def parse(values: Iterable[str], allowed: frozenset[str] = frozenset()) -> list[Mailbox]:
+    """The mailboxes of strings that may each hold a comma-separated list; ValueError if bad.
+
+    allowed names the special-use domains (ALLOWED_SPECIAL_DOMAINS) taken as any other.
+    """
     found: list[Mailbox] = []
     for value in values:
         if LINE_BREAK.search(value):
             raise ValueError(LINE_BREAK_ERROR)
         if not value.strip():
             continue
-        if plain := _plain(value):
+        if plain := _plain(value, allowed):
             found.append(plain)
         elif len(value) <= 1000:
-            found.extend(_checked_remembered(value))
+            found.extend(_checked_remembered(value, allowed))
         else:
-            found.extend(_checked(value))
+            found.extend(_checked(value, allowed))
     return found
 
 
+def _validated(address: str, allowed: frozenset[str]) -> ValidatedEmail:
+    """email_validator's check (no DNS), the allowed special-use domains taken as any other."""
+    with _SPECIAL_USE_LOCK:
+        if not allowed:  # the whole list is in place: every swap below puts it back
+            return validate_email(address, check_deliverability=False)
+        email_validator.SPECIAL_USE_DOMAIN_NAMES = [d for d in SPECIAL_USE if d not in allowed]
+        try:
+            return validate_email(address, check_deliverability=False)
+        finally:
+            email_validator.SPECIAL_USE_DOMAIN_NAMES = list(SPECIAL_USE)
+
+
 @functools.lru_cache(maxsize=4096)
-def _domain(domain: str) -> str | None:
+def _domain(domain: str, allowed: frozenset[str]) -> str | None:
     """An address domain as email_validator normalizes it, or None if it refuses it."""
     try:
-        return validate_email(f"a@{domain}", check_deliverability=False).domain
+        return _validated(f"a@{domain}", allowed).domain
     except EmailNotValidError:
         return None
 
 
-def _plain(value: str) -> Mailbox | None:
+def _plain(value: str, allowed: frozenset[str] = frozenset()) -> Mailbox | None:
     """A plain address as the full checks would give it, with the domain check cached.
 
     None for anything else, which then takes the full checks.
@@ -129,20 +160,21 @@ def _plain(value: str) -> Mailbox | None:
     local, domain = match.groups()
     if len(local) > 64 or local.lower() in CASE_INSENSITIVE_MAILBOX_NAMES:
         return None
-    checked = _domain(domain)
+    checked = _domain(domain, allowed)
     return None if checked is None else Mailbox(f"{local}@{checked}")
 
 
-def _checked(value: str) -> tuple[Mailbox, ...]:
+def _checked(value: str, allowed: frozenset[str] = frozenset()) -> tuple[Mailbox, ...]:
     """The mailboxes of one string, each parsed and checked in full."""
     found = []
     for name, addr in getaddresses([value]):
         if not addr:
-            raise ValueError(f"{value!r} is not an email address")
+            raise ValueError(address_error(value))
         try:
-            checked = validate_email(addr, check_deliverability=False)
+            checked = _validated(addr, allowed)
         except EmailNotValidError as exc:
-            raise ValueError(f"{addr!r} is not a valid address: {exc}") from None
+            why = str(exc) + (NOT_ALLOWED_HINT if "special-use" in str(exc) else "")
+            raise ValueError(address_error(addr, why)) from None
         found.append(Mailbox(checked.normalized, name))
     return tuple(found)
 

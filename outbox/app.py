@@ -12,24 +12,27 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import exc
 
-from . import api, cli, drivers, tokens, web
+from . import api, cli, drivers, health, logs, metrics, tokens, web
 from . import config as settings
 from .extensions import AUTOCOMMIT, db, mail, migrate
 
 log = logging.getLogger(__name__)
-MIGRATIONS = str(Path(__file__).parent / "migrations")
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
+MIGRATIONS = str(PACKAGE / "migrations")
+# A wheel carries templates/ and static/ inside the package (pyproject.toml maps them
+# there); a checkout, installed editable or not at all, keeps them beside it.
+FROM_WHEEL = (PACKAGE / "templates").is_dir()
+FILES = PACKAGE if FROM_WHEEL else PACKAGE.parent
 
 
 def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app: package defaults, instance/config.py, OUTBOX_* variables, test_config."""
-    instance = os.environ.get("OUTBOX_INSTANCE_PATH", str(ROOT / "instance"))
     app = Flask(
         "outbox",
-        instance_path=instance,
+        instance_path=instance_folder(),
         instance_relative_config=True,
-        template_folder=str(ROOT / "templates"),
-        static_folder=str(ROOT / "static"),
+        template_folder=str(FILES / "templates"),
+        static_folder=str(FILES / "static"),
     )
     app.config.from_mapping(settings.DEFAULTS)
     app.config.from_pyfile("config.py", silent=True)
@@ -38,6 +41,9 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
         app.config.from_mapping(test_config)
     _derive(app)
     settings.check(app.config)
+    # Under gunicorn outbox's own warnings (a lost connection, a refused setting) reach
+    # stderr in LOG_FORMAT too; a process that set up logging already keeps its own.
+    logs.setup(app.config["LOG_FORMAT"])
 
     db.init_app(app)
     drivers.watch_connections(app)
@@ -48,9 +54,25 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 
     app.register_blueprint(api.bp)
+    health.init_app(app, MIGRATIONS)  # metrics (issue 14)
+    metrics.init_app(app)  # metrics (issue 14)
     web.init_app(app)
     cli.register(app)
     return app
+
+
+def instance_folder() -> str | None:
+    """OUTBOX_INSTANCE_PATH, else instance/ in a checkout, else None: Flask's own choice.
+
+    For an installed package Flask takes <prefix>/var/outbox-instance, where <prefix> is
+    the virtualenv (or ~/.local for a --user install): outside site-packages, so an
+    upgrade leaves it alone, and the same for every user and working directory that runs
+    this install's outbox (a deploy's `outbox db upgrade` and the service's gunicorn).
+    """
+    chosen = os.environ.get("OUTBOX_INSTANCE_PATH")
+    if chosen:
+        return str(Path(chosen).resolve())
+    return None if FROM_WHEEL else str(FILES / "instance")
 
 
 def _derive(app: Flask) -> None:

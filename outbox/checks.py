@@ -1,4 +1,4 @@
-"""The checks of a message's values: line breaks, storable text, attachments.
+"""The checks of a message's values: line breaks, storable text, headers, attachments.
 
 Addresses are addresses.py's: parsed there once, into parts.
 """
@@ -29,6 +29,12 @@ _QUOTED = r'"(?:[^"\\\x00-\x1f\x7f]|\\[^\x00-\x1f\x7f])*"'
 PARAMETER = re.compile(rf"\s*({_TOKEN})\s*=\s*({_TOKEN}|{_QUOTED})\s*")
 CONTENT_TYPE_CHARS = 255  # the attachments.content_type column
 FILENAME_CHARS = 255  # the attachments.filename column
+HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")  # RFC 5322 field-name: printable, no colon
+# Headers that outbox writes itself from the message's own fields.
+RESERVED_HEADERS = {
+    "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
+    "mime-version", "content-type", "content-transfer-encoding", "sender",
+}  # fmt: skip
 
 
 def line_break_problem(value: str) -> str | None:
@@ -48,6 +54,26 @@ def unstorable(value: Any) -> bool:
         elif isinstance(item, list):
             pending.extend(item)
     return False
+
+
+def check_headers(value: Any) -> dict[str, str]:
+    """Extra headers: names RFC 5322 takes, none outbox writes itself, one-line values."""
+    if value is None or value == {}:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be an object of header names to values")
+    headers = {}
+    for name, text in value.items():
+        if not isinstance(name, str) or not HEADER_NAME.match(name):
+            raise ValueError(f"{name!r} is not a valid header name")
+        if name.lower() in RESERVED_HEADERS:
+            raise ValueError(f"{name} is set by outbox from the message's own fields")
+        if not isinstance(text, str):
+            raise ValueError(f"the value of {name} must be a string")
+        if problem := line_break_problem(text):
+            raise ValueError(f"the value of {name} {problem}")
+        headers[name] = text
+    return headers
 
 
 @dataclass
@@ -129,3 +155,9 @@ def json_uploads(value: Any) -> list[Upload]:
             raise ValueError(f"{item['filename']}: content is not valid base64") from None
         uploads.append(check_upload(item["filename"], item.get("content_type"), data))
     return uploads
+
+
+def oversize(limit: int, size: int | None = None) -> str:
+    """What a request or a message over MAX_MESSAGE_BYTES is told, by the API and the pages."""
+    what = "the request" if size is None else f"bodies and attachments ({size} bytes)"
+    return f"{what} over the limit of {limit} bytes (OUTBOX_MAX_MESSAGE_BYTES)"

@@ -1,15 +1,18 @@
 """The outbox commands bound to the app: the worker, tokens and staff accounts."""
 
-import logging
+import ipaddress
 
 import click
 from flask import Flask, current_app
 
-from . import accounts, runner, smtp, tokens, worker
+from . import accounts, audit, checkup, logs, pause, retention, runner, smtp, tokens, worker
+from .models import Pause
+from .roles import ROLES, SCOPES
 
 
 def configure_logging() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    """Log to stderr as the app's LOG_FORMAT says (outbox.logs)."""
+    logs.setup(current_app.config["LOG_FORMAT"])
 
 
 @click.command("worker")
@@ -28,8 +31,15 @@ def worker_command(processes: int) -> None:
 
 @click.command("send-queued")
 def send_queued_command() -> None:
-    """Send every due message once, refresh the pages' full counts if due, and exit."""
+    """Send every due message once, refresh the pages' full counts if due, and exit.
+
+    While sending is paused (outbox pause) it says so and exits 0 without sending.
+    """
     configure_logging()
+    paused = pause.current()
+    if paused is not None:
+        click.echo(f"sending is paused {_paused(paused)}; nothing sent (outbox resume to go on)")
+        return
     smtp.warn_unsafe(current_app.config)
     drainer = worker.Worker()
     tally = drainer.drain()
@@ -39,12 +49,51 @@ def send_queued_command() -> None:
         click.echo(f"sending is failing: {tally.fault}", err=True)
 
 
+@click.command("pause")
+@click.option("--reason", help="Why, shown on the dashboard beside who paused and when.")
+def pause_command(reason: str | None) -> None:
+    """Pause sending: every worker stops claiming within one poll interval.
+
+    Messages a worker holds already are sent and recorded; enqueueing goes on.
+    The dashboard shows who paused (here "cli" and your OS user), when and why.
+    """
+    found, made = pause.pause(pause.cli_actor(), reason)
+    if made:
+        audit.record("pause", detail=reason)
+    if not made:
+        click.echo(f"already paused {_paused(found)}")
+        return
+    click.echo(f"sending is paused {_paused(found)}")
+
+
+@click.command("resume")
+def resume_command() -> None:
+    """Resume sending after outbox pause; the workers claim again at their next tick."""
+    lifted = pause.resume()
+    if lifted is None:
+        click.echo("not paused: sending was running, nothing to resume")
+        return
+    audit.record("resume")
+    click.echo(f"resumed: sending was paused {_paused(lifted)}")
+
+
+def _paused(found: Pause) -> str:
+    """Who paused, when (UTC) and why: "by X since T: reason"."""
+    when = found.paused_at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return f"by {found.paused_by} since {when}" + (f": {found.reason}" if found.reason else "")
+
+
 @click.command("create-token")
 @click.argument("name")
-def create_token_command(name: str) -> None:
+@click.option(
+    "--scope", "scopes", multiple=True, type=click.Choice(SCOPES),
+    help="What the token may do: send (enqueue), read (GET), manage (resend, cancel); "
+    "repeat for several. Default: all three.",
+)  # fmt: skip
+def create_token_command(name: str, scopes: tuple[str, ...]) -> None:
     """Make an API token called NAME and print it (it is shown only this once)."""
     try:
-        token = tokens.create(name)
+        token = tokens.create(name, scopes or SCOPES)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"API token {name!r} (shown once; store it now):")
@@ -63,13 +112,30 @@ def revoke_token_command(name: str) -> None:
 @click.command("create-user")
 @click.argument("email")
 @click.password_option(help="The password; asked for when not given.")
-def create_user_command(email: str, password: str) -> None:
+@click.option(
+    "--role", type=click.Choice(ROLES),
+    help="admin (accounts, tokens, resend all), sender (compose, resend, cancel) or viewer "
+    "(read only). Default: admin for the first account, viewer after.",
+)  # fmt: skip
+def create_user_command(email: str, password: str, role: str | None) -> None:
     """Make a staff account that can sign in to the web pages."""
     try:
-        accounts.create_user(email, password)
+        user = accounts.create_user(email, password, role)
     except accounts.AccountError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"created {email}")
+    click.echo(f"created {email} ({user.role})")
+
+
+@click.command("set-role")
+@click.argument("email")
+@click.argument("role", type=click.Choice(ROLES))
+def set_role_command(email: str, role: str) -> None:
+    """Give a staff account another role (the last admin stays one)."""
+    try:
+        accounts.set_role(email, role)
+    except accounts.AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{email} is now {role}")
 
 
 @click.command("set-password")
@@ -84,14 +150,62 @@ def set_password_command(email: str, password: str) -> None:
     click.echo(f"password changed for {email}")
 
 
+@click.command("unlock")
+@click.argument("who", metavar="EMAIL-or-ADDRESS")
+def unlock_command(who: str) -> None:
+    """Lift the sign-in lockout of a client IP address, or the lockouts keeping EMAIL out.
+
+    Five failed sign-ins from one address within 15 minutes lock that address out for
+    the rest of the 15 minutes. Failures are counted per address, not per account; for
+    an EMAIL the lockouts of the addresses that tried that account are lifted, and
+    those that tried only others stay. Prints what was lifted.
+    """
+    window = f"{accounts.FAILURE_WINDOW.seconds // 60} minutes"
+    if "@" in who:
+        try:
+            lifted = accounts.unlock_account(who)
+        except accounts.AccountError as exc:
+            raise click.ClickException(str(exc)) from None
+        if not lifted:
+            click.echo(f"nothing to lift: no locked-out address tried {who}")
+        for remote_addr, count in sorted(lifted.items()):
+            click.echo(f"lifted the lockout of {remote_addr} ({count} failed sign-ins "
+                       f"in the last {window})")  # fmt: skip
+        return
+    if not _is_address(who):
+        raise click.ClickException(f"{who!r} is neither an email address nor an IP address")
+    count = accounts.unlock_address(who)
+    if count >= accounts.FAILURE_LIMIT:
+        click.echo(f"lifted the lockout of {who} ({count} failed sign-ins in the last {window})")
+    elif count:
+        click.echo(f"nothing to lift: {who} was not locked out ({count} failed sign-ins "
+                   f"in the last {window}, now forgotten)")  # fmt: skip
+    else:
+        click.echo(f"nothing to lift: no failed sign-ins from {who} in the last {window}")
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
 def register(app: Flask) -> None:
     """Add the outbox commands to the app's CLI."""
     for command in (
         worker_command,
         send_queued_command,
+        pause_command,
+        resume_command,
         create_token_command,
         revoke_token_command,
         create_user_command,
+        set_role_command,
         set_password_command,
+        unlock_command,
+        checkup.command,  # metrics (issue 14): `outbox check`
+        retention.purge_command,
     ):
         app.cli.add_command(command)

@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from . import smtp
+from . import logs, smtp
 from .status import shortest_lock_timeout
 
 # Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
@@ -43,17 +43,41 @@ DEFAULTS: dict[str, Any] = {
     # How long a process takes a token it found live without asking the database again:
     # a revoked token keeps working that long in the processes that saw it lately.
     "TOKEN_CACHE_SECONDS": 5.0,  # seconds; 0 asks the database on every request
+    # --- metrics (issue 14) ---
+    # /readyz answers 503 unless a worker beat within two POLL_INTERVALs.
+    "READY_NEEDS_WORKER": False,  # bool
+    # The bearer token /metrics asks for; None: /metrics answers 404 (not served).
+    "METRICS_TOKEN": None,  # str, a long random secret
+    # How the worker and the demo log to stderr: "text" lines, or "json", one object a line.
+    "LOG_FORMAT": "text",  # text or json
+    # Special-use domains (RFC 6761: local, test, onion, ...) whose addresses are taken
+    # as any other's, for mail inside a company (ann@host.local); all are refused by
+    # default. OUTBOX_ALLOWED_SPECIAL_DOMAINS=local,internal; here a set of names.
+    "ALLOWED_SPECIAL_DOMAINS": frozenset(),  # domain names, lower case, no leading dot
+    # Settled messages (sent, failed, cancelled) and their attempts and attachments are
+    # removed this long after they settled, and their bodies and attachments dropped
+    # after RETENTION_BODY_DAYS (outbox.retention); 0 keeps them for good.
+    "RETENTION_DAYS": 90,  # days
+    "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
-_BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH"}
+_BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
+_INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
 
 
+def domain_names(raw: str) -> frozenset[str]:
+    """Comma-separated domain names as a set: lower case, no dots around them."""
+    return frozenset(name.strip().strip(".").lower() for name in raw.split(",") if name.strip())
+
+
 def coerce(name: str, raw: str) -> Any:
     """Turn one environment string into the type its default has."""
+    if name == "ALLOWED_SPECIAL_DOMAINS":
+        return domain_names(raw)
     if name in _BOOLS:
         value = raw.strip().lower()
         if value in {"1", "true", "yes", "on"}:
@@ -94,8 +118,24 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("RECORD_AFTER must be above 0")
     if config["TOKEN_CACHE_SECONDS"] < 0:
         raise ValueError("TOKEN_CACHE_SECONDS must be 0 or more")
+    keep, body = config["RETENTION_DAYS"], config["RETENTION_BODY_DAYS"]
+    if keep < 0 or body < 0:
+        raise ValueError("RETENTION_DAYS and RETENTION_BODY_DAYS are 0 (keep for good) or more")
+    if keep and (not body or body > keep):
+        raise ValueError("RETENTION_BODY_DAYS must be 1 to RETENTION_DAYS when RETENTION_DAYS "
+                         "is set: bodies cannot outlive their messages")  # fmt: skip
     if config["RETRY_BACKOFF"] < 1:
         raise ValueError("RETRY_BACKOFF must be 1 or more")
+    if config["LOG_FORMAT"] not in logs.FORMATS:
+        raise ValueError(
+            f"LOG_FORMAT (OUTBOX_LOG_FORMAT) must be one of {', '.join(logs.FORMATS)}, "
+            f"not {config['LOG_FORMAT']!r}"
+        )
+    allowed = config["ALLOWED_SPECIAL_DOMAINS"]
+    if isinstance(allowed, str) or any(not isinstance(d, str) or d not in domain_names(d)
+                                       for d in allowed):  # fmt: skip
+        raise ValueError("ALLOWED_SPECIAL_DOMAINS is a set of domain names in lower case, "
+                         "without dots around them, such as {'local'}")  # fmt: skip
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
     if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held

@@ -1,9 +1,12 @@
 """The demo: the web app, a worker and a catch-all SMTP server, all on this machine."""
 
+import errno
 import itertools
 import logging
 import os
 import secrets
+import signal
+import socket
 import time
 from pathlib import Path
 
@@ -13,13 +16,13 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from flask_migrate import upgrade
 from werkzeug.serving import run_simple
 
-from . import accounts, runner, tokens, worker
+from . import accounts, logs, runner, tokens, worker
 from .app import create_app
-from .cli import configure_logging
 
 log = logging.getLogger("outbox.demo")
 DEMO_SENDER = "outbox@demo.example"
 DEMO_USER = "staff@demo.example"
+HOST = "127.0.0.1"  # everything listens here only, so every visitor comes from here
 
 
 class EmlSink:
@@ -45,13 +48,60 @@ def _fresh_token() -> str:
 
 
 def _fresh_user() -> str:
-    """The demo's staff account, with a new password each start."""
+    """The demo's staff account, with a new password each start and no lockout in its way.
+
+    A sign-in tried with the last run's password, five times, would otherwise keep the
+    new one out for 15 minutes: every visitor of the demo comes from HOST.
+    """
     password = secrets.token_urlsafe(9)
     if accounts.find(DEMO_USER) is None:
         accounts.create_user(DEMO_USER, password)
     else:
         accounts.set_password(DEMO_USER, password)
+    accounts.unlock_address(HOST)
     return password
+
+
+def _unusable(port: int) -> str | None:
+    """Why HOST:port cannot be listened on, if it cannot (a port left in TIME_WAIT can)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as both servers do
+        try:
+            probe.bind((HOST, port))
+        except OverflowError:
+            return "is not a port number"
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "is taken by another program (another demo?)"
+            if exc.errno == errno.EACCES:
+                return "needs privileges this user lacks"
+            raise
+    return None
+
+
+def check_ports(port: int, smtp_port: int) -> None:
+    """Refuse to start, saying how to pick another, if a port is unusable or both are one."""
+    if port == smtp_port:
+        raise click.ClickException(f"the web app and the SMTP server cannot share port {port}")
+    problems = []
+    for number, what, variable, option in ((port, "web app", "PORT", "--port"),
+                                           (smtp_port, "SMTP server", "SMTP_PORT",
+                                            "--smtp-port")):  # fmt: skip
+        why = _unusable(number)
+        if why:
+            other = number + 1 if 1024 <= number < 65535 else 1024
+            while other in (port, smtp_port) or _unusable(other):
+                other += 1
+            problems.append(
+                f"port {number} on {HOST}, for the demo's {what}, {why}. Pick another: "
+                f"make run {variable}={other}, or outbox demo {option} {other}"
+            )
+    if problems:
+        raise click.ClickException("\n".join(problems))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # the server's loop ends on it, and everything is stopped
 
 
 @click.command("demo")
@@ -59,12 +109,11 @@ def _fresh_user() -> str:
 @click.option("--smtp-port", default=8025, show_default=True, help="Port of the demo SMTP server.")
 def command(port: int, smtp_port: int) -> None:
     """Run everything on this machine: web app, worker and a catch-all SMTP server."""
-    configure_logging()
     run(port, smtp_port)
 
 
 def run(port: int, smtp_port: int) -> None:
-    """Start everything and serve until Ctrl-C."""
+    """Start everything and serve until Ctrl-C (SIGINT) or SIGTERM."""
     overrides = {
         "MAIL_SERVER": "127.0.0.1",
         "MAIL_PORT": smtp_port,
@@ -76,6 +125,12 @@ def run(port: int, smtp_port: int) -> None:
     if "OUTBOX_POLL_INTERVAL" not in os.environ:
         overrides["POLL_INTERVAL"] = 5.0  # quicker than production, to watch mail move
     app = create_app(overrides)
+    logs.setup(app.config["LOG_FORMAT"])
+    # The pages poll while open: a line for each request would bury everything else;
+    # and the schema's steps, made anew on a first start, are no news in a demo.
+    for chatty in ("werkzeug", "alembic"):
+        logging.getLogger(chatty).setLevel(logging.WARNING)
+    check_ports(port, smtp_port)  # before the account gets a password nobody would see
     app.config["MAIL_DEFAULT_SENDER"] = app.config["MAIL_DEFAULT_SENDER"] or DEMO_SENDER
     app.extensions["mail"].default_sender = app.config["MAIL_DEFAULT_SENDER"]
     with app.app_context():
@@ -84,20 +139,20 @@ def run(port: int, smtp_port: int) -> None:
         password = _fresh_user()
 
     folder = Path(app.instance_path) / "mail"
-    sink = Controller(EmlSink(folder), hostname="127.0.0.1", port=smtp_port)
+    sink = Controller(EmlSink(folder), hostname=HOST, port=smtp_port)
     sink.start()
     scheduler = BackgroundScheduler(timezone="UTC")
     drainer = worker.Worker()
     runner.schedule(scheduler, app, drainer)
     scheduler.start()
 
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://{HOST}:{port}"
     click.echo(
         f"""
 outbox demo
   web app      {base}
   database     {app.config["DATABASE_URL"]}
-  SMTP server  127.0.0.1:{smtp_port}, mail kept in {folder}
+  SMTP server  {HOST}:{smtp_port}, mail kept in {folder}
   worker       polls every {app.config["POLL_INTERVAL"]:g}s
   sign in as   {DEMO_USER} / {password}
   API token    {token}
@@ -108,9 +163,13 @@ Queue a message:
        {base}/api/messages
 """
     )
+    # Set here, not inherited: started in the background of a script, the demo would
+    # find SIGINT ignored, and SIGTERM would end it without stopping the worker first.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
     try:
         # Werkzeug's server directly: Flask's app.run() refuses to start under its own CLI.
-        run_simple("127.0.0.1", port, app, threaded=True)
+        run_simple(HOST, port, app, threaded=True)
     finally:
         drainer.stop.set()
         scheduler.shutdown(wait=True)

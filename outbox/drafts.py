@@ -2,11 +2,12 @@
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from flask import current_app, has_app_context
 from pydantic import ValidationError
 
 from .addresses import Mailbox
@@ -61,10 +62,21 @@ class Draft:
         return digest.hexdigest()
 
 
-def build_draft(fields: Mapping[str, Any], default_sender: str | None) -> Draft:
-    """Check every field at once (schema.NewMessage); raise DraftError naming each bad one."""
+def build_draft(
+    fields: Mapping[str, Any],
+    default_sender: str | None,
+    allowed_domains: Collection[str] | None = None,
+) -> Draft:
+    """Check every field at once (schema.NewMessage); raise DraftError naming each bad one.
+
+    allowed_domains are the special-use domains whose addresses are taken; None means the
+    current app's ALLOWED_SPECIAL_DOMAINS, so that the API and the compose page agree.
+    """
+    if allowed_domains is None:
+        allowed_domains = current_app.config["ALLOWED_SPECIAL_DOMAINS"] if has_app_context() else ()
+    context = {"default_sender": default_sender, "allowed_domains": frozenset(allowed_domains)}
     try:
-        message = NewMessage.model_validate(fields, context={"default_sender": default_sender})
+        message = NewMessage.model_validate(fields, context=context)
     except ValidationError as exc:
         raise DraftError(field_errors(exc)) from None
     return Draft(**vars(message))

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationshi
 
 from .addresses import Kind, Mailbox, by_kind
 from .extensions import Base
+from .roles import ALL_SCOPES, allows
 from .status import Status
 
 # SQLite only numbers rows by itself for a plain INTEGER primary key.
@@ -35,6 +36,8 @@ LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
 CHUNK_BYTES = 1024 * 1024
 # Identifiers compared exactly: MySQL's default collation would fold case.
 Key = String(255).with_variant(mysql.VARCHAR(255, collation="utf8mb4_bin"), "mysql", "mariadb")
+# An accepting server's reply is kept up to this many characters: it names the queue id.
+REPLY_CHARS = 255
 Blob = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
 
 
@@ -71,11 +74,19 @@ class Message(Base):
     locked_by: Mapped[str | None] = mapped_column(String(255))
     locked_at: Mapped[datetime | None] = mapped_column(Timestamp)
     sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # When it settled (sent, failed or cancelled; moves.guarded writes it, a resend clears
+    # it) and when retention dropped its bodies and attachments (outbox.retention).
+    settled_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    bodies_dropped_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     source: Mapped[str] = mapped_column(Key, default="")
     idempotency_key: Mapped[str | None] = mapped_column(Key)
     request_hash: Mapped[str | None] = mapped_column(String(64))
     attachment_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The sent message this one is a copy of (staff's "Send again"); its copies point here.
+    resent_from: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL"), index=True
+    )
 
     @property
     def sender(self) -> Mailbox:
@@ -154,6 +165,8 @@ class Attempt(Base):
     outcome: Mapped[str] = mapped_column(String(16))
     smtp_code: Mapped[int | None] = mapped_column(Integer)
     error: Mapped[str | None] = mapped_column(Text)
+    # The server's reply at the end of DATA when it took the mail ("2.0.0 Ok: queued as ...").
+    reply: Mapped[str | None] = mapped_column(String(REPLY_CHARS))
 
     message: Mapped[Message] = relationship(back_populates="attempt_log")
 
@@ -166,10 +179,15 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # What the token may do, space-separated (outbox.roles.SCOPES); all of them by default.
+    scopes: Mapped[str] = mapped_column(String(64), default=ALL_SCOPES)
 
 
 # Per-status listing newest first, the oldest waiting message, and capped counts.
 Index("ix_messages_status_id", Message.status, Message.id)
+# The purge finds old settled rows by a range scan, not by reading every message.
+Index("ix_messages_settled", Message.settled_at)
+Index("ix_messages_bodies", Message.bodies_dropped_at, Message.settled_at)
 # Covering for the dashboard's hourly chart: the range and the outcome, no row lookups.
 Index("ix_attempts_finished", Attempt.finished_at, Attempt.outcome)
 
@@ -182,10 +200,17 @@ class User(UserMixin, Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     last_sign_in_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    role: Mapped[str] = mapped_column(String(16), default="admin")  # outbox.roles.ROLES
+    # Bumped at sign-out: every session issued before names an older one and ends.
+    session_generation: Mapped[int] = mapped_column(Integer, default=0)
 
     def get_id(self) -> str:
-        """The session's user id, bound to the password: a new password ends old sessions."""
-        return f"{self.id}.{self.password_hash[-12:]}"
+        """The session's user id, bound to the password and sign-outs: each ends old sessions."""
+        return f"{self.id}.{self.password_hash[-12:]}.{self.session_generation or 0}"
+
+    def can(self, action: str) -> bool:
+        """Whether this account's role allows an action (outbox.roles.ACTIONS)."""
+        return allows(self.role, action)
 
 
 class SignInFailure(Base):
@@ -194,6 +219,8 @@ class SignInFailure(Base):
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     remote_addr: Mapped[str] = mapped_column(String(64))
     failed_at: Mapped[datetime] = mapped_column(Timestamp)
+    # The email typed, lower case, cut to 255: which lockouts keep one person out.
+    email: Mapped[str | None] = mapped_column(String(255))
 
     __table_args__ = (Index("ix_sign_in_failures_addr", "remote_addr", "failed_at"),)
 
@@ -238,6 +265,47 @@ class StatusCount(Base):
     status: Mapped[str] = mapped_column(String(16), primary_key=True)
     messages: Mapped[int] = mapped_column(BigInteger)
     counted_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
+class AuditEvent(Base):
+    """One change made by a person, a token or the CLI: who, what, which message, when, whence."""
+
+    __tablename__ = "audit_events"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    actor: Mapped[str] = mapped_column(String(255))  # an email, "token:NAME" or "cli:OSUSER"
+    action: Mapped[str] = mapped_column(String(64))
+    # No foreign key: the trail outlives purged messages.
+    message_pk: Mapped[int | None] = mapped_column(BigInteger)
+    remote_addr: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_audit_events_message", "message_pk", "id"),
+        Index("ix_audit_events_actor", "actor", "id"),
+        Index("ix_audit_events_action", "action", "id"),
+    )
+
+
+class RetentionRun(Base):
+    """When the daily purge last ran: the worker whose UPDATE moves it on runs the next."""
+
+    __tablename__ = "retention_runs"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    last_run_at: Mapped[datetime | None] = mapped_column(Timestamp)
+
+
+class Pause(Base):
+    """Sending paused: while its one row (id 1) is there, no worker claims a message."""
+
+    __tablename__ = "pause"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    paused_at: Mapped[datetime] = mapped_column(Timestamp)
+    paused_by: Mapped[str] = mapped_column(String(255))  # staff email, or "cli (<OS user>)"
+    reason: Mapped[str | None] = mapped_column(Text)
 
 
 # Set up the relationships now rather than at the first query or constructor call:

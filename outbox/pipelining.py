@@ -18,6 +18,16 @@ class DataRefused(smtplib.SMTPDataError):
     """The server refused the content at its final dot; the transaction is over."""
 
 
+class Refused(dict[str, tuple[int, bytes]]):
+    """What sendmail returns, as smtplib's does: the refused recipients by address.
+
+    It also keeps the server's reply to the final dot ("2.0.0 Ok: queued as 4Xk2"), which
+    smtplib drops: the attempt records it, at the cost of one attribute.
+    """
+
+    reply: bytes = b""
+
+
 def sendmail(
     host: smtplib.SMTP,
     sender: str,
@@ -26,7 +36,7 @@ def sendmail(
     *,
     written: bool = False,
     then: bytes = b"",
-) -> dict[str, tuple[int, bytes]]:
+) -> Refused:
     """smtplib's SMTP.sendmail, pipelined where the server allows, sending the DATA in pieces.
 
     smtplib waits for the answer to MAIL, to each RCPT and to DATA before it sends the
@@ -57,7 +67,7 @@ def sendmail(
     if code == 421:
         host.close()
         raise smtplib.SMTPSenderRefused(code, reply, sender)
-    refused = {}
+    refused = Refused()
     for recipient, command in zip(recipients, replies, strict=True):
         code, reply = _reply(host, command, pipelined)
         if code not in (250, 251):
@@ -92,6 +102,7 @@ def sendmail(
             _end_transaction(host, code)
             raise smtplib.SMTPDataError(code, reply)
         raise DataRefused(code, reply)
+    refused.reply = reply
     return refused
 
 

@@ -7,17 +7,33 @@ import signal
 import subprocess
 import sys
 import threading
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
-from . import smtp
+from . import retention, smtp
 from .extensions import db
 from .worker import Worker, count_if_due
 
 log = logging.getLogger("outbox.worker")
+STOPS = {signal.SIGTERM, signal.SIGINT}
+RETENTION_EVERY = 3600.0  # seconds between asking whether the daily purge is due
+
+
+def catch_stops() -> None:
+    """Keep SIGTERM and SIGINT for sigwait: blocked here and in every thread started later.
+
+    A Python handler runs only in the main thread: a signal the kernel handed to the busy
+    drain thread waited until the scheduler's next wake-up, up to POLL_INTERVAL, while
+    the pass went on claiming batches. SIGINT's handler is set explicitly because a
+    process started in the background of a script (`outbox worker &`, `make test &`)
+    inherits it ignored, and POSIX lets a system discard an ignored signal even while
+    it is blocked: the documented stop must not depend on how the process was started.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
 
 
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
@@ -30,9 +46,13 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
                 worker.drain()
             except Exception:
                 # A database or network outage ends this pass; the next tick retries.
-                log.exception("%s: drain pass failed", worker.worker_id)
+                worker.log.exception("%s: drain pass failed", worker.worker_id)
             finally:
                 db.session.remove()
+
+    def purge() -> None:
+        with app.app_context():
+            retention.purge_if_due(worker.worker_id)
 
     def count() -> None:
         with app.app_context():  # its teardown ends the session
@@ -49,6 +69,11 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
         count, "interval", seconds=interval, jitter=interval / 4, id="counts",
         max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
     )  # fmt: skip
+    # retention (issue 14): hourly, each worker asks; once a day one takes the purge's turn.
+    scheduler.add_job(
+        purge, "interval", seconds=RETENTION_EVERY, jitter=RETENTION_EVERY / 4, id="retention",
+        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC) + timedelta(seconds=30),
+    )  # fmt: skip
     return busy
 
 
@@ -57,22 +82,17 @@ def run(app: Flask) -> None:
     worker = Worker()
     scheduler = BackgroundScheduler(timezone="UTC")
     busy = schedule(scheduler, app, worker)
-    stops = {signal.SIGTERM, signal.SIGINT}
-    # Blocked in this thread and so in every thread the scheduler starts, and taken
-    # here by sigwait. A Python handler runs only in the main thread: a signal the
-    # kernel handed to the busy drain thread waited until the scheduler's next wake-up,
-    # up to POLL_INTERVAL, while the pass went on claiming batches.
-    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
-    log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
+    catch_stops()  # before the scheduler starts its threads
+    worker.log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
     smtp.warn_unsafe(app.config)
     scheduler.start()
-    signum = signal.sigwait(stops)
-    log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
+    signum = signal.sigwait(STOPS)
+    worker.log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
     worker.stop.set()
     scheduler.shutdown(wait=False)
     with busy:  # let the message in hand finish and the rest be handed back
         pass
-    log.info("%s: stopped", worker.worker_id)
+    worker.log.info("%s: stopped", worker.worker_id)
 
 
 def _die_with(parent: int) -> None:
@@ -98,14 +118,13 @@ def run_many(count: int, restart_after: float = 1.0) -> int:
     is started again; a stop is passed on to all of them and waited for.
     """
     command = [sys.executable, "-m", "outbox", "worker"]
-    stops = {signal.SIGTERM, signal.SIGINT}
-    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
+    catch_stops()
     me = os.getpid()
     tie = (lambda: _die_with(me)) if sys.platform == "linux" else None
     children = [subprocess.Popen(command, preexec_fn=tie) for _ in range(count)]
     log.info("started %d worker processes: %s", count, [c.pid for c in children])
     while True:
-        found = signal.sigtimedwait(stops, restart_after)
+        found = signal.sigtimedwait(STOPS, restart_after)
         if found is not None:
             log.info("%s received, stopping %d worker processes",
                      signal.Signals(found.si_signo).name, count)  # fmt: skip

@@ -1,8 +1,8 @@
 """The message's fields, declared once: wire name, type, limits, error text and description."""
 
+import difflib
 import functools
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -20,10 +20,13 @@ from pydantic import (
 from .addresses import Mailbox
 from .addresses import parse as parse_addresses
 from .checks import (
+    HEADER_NAME,
     ONE_LINE,
+    RESERVED_HEADERS,
     UNSTORABLE_ERROR,
     Attachment,
     Upload,
+    check_headers,
     json_uploads,
     line_break_problem,
     unstorable,
@@ -33,12 +36,6 @@ from .checks import (
 # reply-to columns.
 LINE_CHARS = 998
 PRIORITY_RANGE = (-1_000_000, 1_000_000)
-HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")  # RFC 5322 field-name: printable, no colon
-# Headers that outbox writes itself from the message's own fields.
-RESERVED_HEADERS = {
-    "from", "to", "cc", "bcc", "reply-to", "subject", "date", "message-id",
-    "mime-version", "content-type", "content-transfer-encoding", "sender",
-}  # fmt: skip
 NO_RECIPIENT = "at least one recipient is required"
 NO_BODY = "a text or an html body is required"
 
@@ -67,18 +64,23 @@ def _text_list(value: Any) -> list[str]:
     raise ValueError("must be a string or a list of strings")
 
 
-def _recipients(value: Any) -> list[Mailbox]:
-    return parse_addresses(_text_list(value))
+def _allowed(info: ValidationInfo) -> frozenset[str]:
+    """The special-use domains build_draft passes in the context (ALLOWED_SPECIAL_DOMAINS)."""
+    return info.context.get("allowed_domains", frozenset()) if info.context else frozenset()
 
 
-def _to(value: Any) -> list[Mailbox]:
-    if not (found := _recipients(value)):
+def _recipients(value: Any, info: ValidationInfo) -> list[Mailbox]:
+    return parse_addresses(_text_list(value), _allowed(info))
+
+
+def _to(value: Any, info: ValidationInfo) -> list[Mailbox]:
+    if not (found := _recipients(value, info)):
         raise ValueError(NO_RECIPIENT)
     return found
 
 
-def _one_address(value: Any, what: str) -> Mailbox | None:
-    found = parse_addresses(_text_list(value))
+def _one_address(value: Any, what: str, allowed: frozenset[str]) -> Mailbox | None:
+    found = parse_addresses(_text_list(value), allowed)
     if len(found) > 1:
         raise ValueError(f"takes one {what} address, got {len(found)}")
     if found and len(str(found[0])) > LINE_CHARS:
@@ -87,22 +89,22 @@ def _one_address(value: Any, what: str) -> Mailbox | None:
 
 
 @functools.lru_cache(maxsize=16)
-def _default_sender(value: str) -> tuple[Mailbox | None, str | None]:
+def _default_sender(value: str, allowed: frozenset[str]) -> tuple[Mailbox | None, str | None]:
     """The configured default sender, checked once: (address, None) or (None, problem)."""
     try:
-        return _one_address(value, "sender"), None
+        return _one_address(value, "sender", allowed), None
     except ValueError as exc:
         return None, str(exc)
 
 
 def _sender(value: Any, info: ValidationInfo) -> Mailbox | None:
     """The sender given, or else the default one build_draft passes in the context."""
-    if found := _one_address(value, "sender"):
+    if found := _one_address(value, "sender", _allowed(info)):
         return found
     default = info.context["default_sender"] if info.context else None
     if not default:
         raise ValueError("required: no default sender is configured")
-    sender, problem = _default_sender(default)
+    sender, problem = _default_sender(default, _allowed(info))
     if problem:
         raise ValueError(f"required: the configured default sender is unusable ({problem})")
     return sender
@@ -150,7 +152,8 @@ def _priority(value: Any) -> int:
     return number
 
 
-def _send_after(value: Any) -> datetime | None:
+def utc_moment(value: Any) -> datetime | None:
+    """An ISO 8601 time as the naive UTC the tables hold (no zone means UTC); None for none."""
     if value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -167,25 +170,6 @@ def _send_after(value: Any) -> datetime | None:
     return moment
 
 
-def _headers(value: Any) -> dict[str, str]:
-    if value is None or value == {}:
-        return {}
-    if not isinstance(value, Mapping):
-        raise ValueError("must be an object of header names to values")
-    headers = {}
-    for name, text in value.items():
-        if not isinstance(name, str) or not HEADER_NAME.match(name):
-            raise ValueError(f"{name!r} is not a valid header name")
-        if name.lower() in RESERVED_HEADERS:
-            raise ValueError(f"{name} is set by outbox from the message's own fields")
-        if not isinstance(text, str):
-            raise ValueError(f"the value of {name} must be a string")
-        if problem := line_break_problem(text):
-            raise ValueError(f"the value of {name} {problem}")
-        headers[name] = text
-    return headers
-
-
 def _checked(check: Callable[..., Any], shape: Any) -> PlainValidator:
     """A field's own check; shape is what the JSON Schema shows of the value it takes."""
     return PlainValidator(check, json_schema_input_type=shape)
@@ -196,8 +180,8 @@ AtLeastOne = MailboxListText | Annotated[list[MailboxListText], Field(min_length
 Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
 
 
-def _reply_to(value: Any) -> Mailbox | None:
-    return _one_address(value, "reply-to")
+def _reply_to(value: Any, info: ValidationInfo) -> Mailbox | None:
+    return _one_address(value, "reply-to", _allowed(info))
 
 
 class NewMessage(BaseModel):
@@ -209,7 +193,9 @@ class NewMessage(BaseModel):
     """
 
     # Beyond the fields: a message needs a recipient and a body (_to and _text say so).
-    model_config = ConfigDict(json_schema_extra={
+    # A field it does not know is an error (a misspelt "subjet" would otherwise queue a
+    # mail without a subject).
+    model_config = ConfigDict(extra="forbid", json_schema_extra={
         "description": "A message to queue.",
         "required": ["to"],
         "anyOf": [{"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
@@ -243,10 +229,10 @@ class NewMessage(BaseModel):
     priority: Annotated[int, _checked(_priority, Priority | None)] = Field(
         0, title="Priority", description="Higher goes first."
     )
-    send_after: Annotated[datetime | None, _checked(_send_after, datetime | None)] = Field(
+    send_after: Annotated[datetime | None, _checked(utc_moment, datetime | None)] = Field(
         None, title="Send after (UTC)", description="ISO 8601; a time without a zone is UTC."
     )
-    headers: Annotated[dict[str, str], _checked(_headers, HeaderMap | None)] = Field(
+    headers: Annotated[dict[str, str], _checked(check_headers, HeaderMap | None)] = Field(
         default_factory=dict, title="Headers",
         description="Extra headers; not those outbox writes itself (any case).",
     )  # fmt: skip
@@ -268,12 +254,22 @@ class NewMessage(BaseModel):
 WIRE_NAMES = {name: field.alias or name for name, field in NewMessage.model_fields.items()}
 
 
+def unknown_field(name: str) -> str:
+    """What is wrong with a field the message does not have, with the likely one meant."""
+    close = difflib.get_close_matches(name, WIRE_NAMES.values(), n=1)
+    return "is not a field of a message" + (f"; did you mean {close[0]}?" if close else "")
+
+
 def field_errors(exc: ValidationError) -> dict[str, str]:
     """The error text of each bad field, keyed by its name on the wire."""
-    return {
-        WIRE_NAMES.get(str(error["loc"][0]), str(error["loc"][0])): str(error["ctx"]["error"])
-        for error in exc.errors()
-    }
+    found = {}
+    for error in exc.errors():
+        name = str(error["loc"][0])
+        if error["type"] == "extra_forbidden":
+            found[name] = unknown_field(name)
+        else:
+            found[WIRE_NAMES.get(name, name)] = str(error["ctx"]["error"])
+    return found
 
 
 def _form_kind(annotation: Any) -> str | None:

@@ -27,6 +27,7 @@ class Result:
     # The server's or the settings' fault, not the message's (an unreachable server,
     # authentication, TLS): the rest of the batch would meet it too.
     fault: bool = False
+    reply: str | None = None  # the server's words when it took the mail at the final dot
 
 
 class TimedConnection(Connection):
@@ -188,7 +189,8 @@ def deliver(
         # Recipients of a transaction finished before the cut have the mail.
         replies = {address: cut for address, reply in result.recipients.items()
                    if reply.outcome is Outcome.DEFERRED}  # fmt: skip
-        return Result(Outcome.DEFERRED, None, cut.text, {**result.recipients, **replies})
+        return Result(Outcome.DEFERRED, None, cut.text, {**result.recipients, **replies},
+                      reply=result.reply)  # fmt: skip
     return result
 
 
@@ -230,6 +232,7 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
                for address, why in prepared.unsendable.items()}  # fmt: skip
     then = _ahead(host, following, offered) if prepared.recipients else b""
     todo = list(zip(prepared.recipients, prepared.stored, strict=True))
+    said = None  # the accepting reply of the last transaction that delivered
     while todo:
         try:
             refused = pipelining.sendmail(
@@ -244,7 +247,8 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
                     _refusal(*refusals[wire]) if wire in refusals
                     else Reply(found.outcome, found.code, found.error or "")
                 )  # fmt: skip
-            return _result(replies, found)
+            return _result(replies, found, said)
+        said = _text(refused.reply)
         written = False
         again = []
         for wire, address in todo:
@@ -257,7 +261,7 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
         if then and not again:
             session.ahead = following
         todo = again
-    return _result(replies, None)
+    return _result(replies, None, said)
 
 
 def _server() -> str:
@@ -283,7 +287,7 @@ def _after_error(session: SmtpSession, exc: Exception, following: Mail | None) -
     return classify(exc)
 
 
-def _result(replies: dict[str, Reply], error: Result | None) -> Result:
+def _result(replies: dict[str, Reply], error: Result | None, said: str | None) -> Result:
     """The attempt as a whole, from what came of each recipient (see deliveries.settle)."""
     outcomes = {reply.outcome for reply in replies.values()}
     if Outcome.SENT in outcomes:
@@ -293,5 +297,5 @@ def _result(replies: dict[str, Reply], error: Result | None) -> Result:
     else:
         outcome = Outcome.FAILED
     if error is not None:
-        return Result(outcome, error.code, error.error, replies, error.fault)
-    return Result(outcome, None, None, replies)
+        return Result(outcome, error.code, error.error, replies, error.fault, said)
+    return Result(outcome, None, None, replies, reply=said)

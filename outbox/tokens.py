@@ -9,8 +9,10 @@ from typing import cast
 from flask import current_app
 from sqlalchemy import ColumnElement, Row, select
 
+from . import audit
 from .extensions import db
 from .models import ApiToken, utcnow
+from .roles import SCOPES
 
 PREFIX = "obx_"
 CACHE = "outbox.tokens"  # the key of the app's Cache in app.extensions
@@ -25,8 +27,11 @@ def digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def create(name: str) -> str:
-    """Make a token under a name and return it; the name must not have a live one."""
+def create(name: str, scopes: tuple[str, ...] | list[str] = SCOPES) -> str:
+    """Make a token with these scopes under a name and return it; no live one may have the name."""
+    unknown = sorted(set(scopes) - set(SCOPES))
+    if unknown or not scopes:
+        raise ValueError(f"scopes must be some of {', '.join(SCOPES)}; not {', '.join(unknown)}")
     token = PREFIX + secrets.token_urlsafe(32)
     row = db.session.execute(select(ApiToken).where(ApiToken.name == name)).scalar_one_or_none()
     if row is not None and row.revoked_at is None:
@@ -35,7 +40,9 @@ def create(name: str) -> str:
         row = ApiToken(name=name)
         db.session.add(row)
     row.token_hash, row.revoked_at, row.created_at = digest(token), None, utcnow()
+    row.scopes = " ".join(s for s in SCOPES if s in scopes)
     db.session.commit()
+    audit.record("create_token", detail={"name": name, "scopes": row.scopes})
     return token
 
 
@@ -50,6 +57,7 @@ def revoke(name: str) -> bool:
         return False
     row.revoked_at = utcnow()
     db.session.commit()
+    audit.record("revoke_token", detail={"name": name})
     cache().forget(row.token_hash)
     return True
 
@@ -81,22 +89,30 @@ class Cache:
 
     def __init__(self, seconds: float, clock: Callable[[], float] = time.monotonic):
         self.seconds, self.clock = seconds, clock
-        self._names: dict[str, tuple[str, float]] = {}  # digest -> (name, good until)
+        # digest -> (name, scopes, good until)
+        self._names: dict[str, tuple[str, frozenset[str], float]] = {}
 
     def name(self, token: str) -> str | None:
         """The name of the live token presented, or None."""
+        found = self.find(token)
+        return found[0] if found else None
+
+    def find(self, token: str) -> tuple[str, frozenset[str]] | None:
+        """The name and scopes of the live token presented, or None."""
         key = digest(token)
         now = self.clock()
         cached = self._names.get(key)
-        if cached is not None and now < cached[1]:
-            return cached[0]
-        row = db.session.execute(select(ApiToken.name).where(*_live(key))).one_or_none()
+        if cached is not None and now < cached[2]:
+            return cached[0], cached[1]
+        live = select(ApiToken.name, ApiToken.scopes).where(*_live(key))
+        row = db.session.execute(live).one_or_none()
         if row is None:
             self._names.pop(key, None)
             return None
+        scopes = frozenset(row.scopes.split())
         if self.seconds > 0:
-            self._names[key] = (row.name, now + self.seconds)
-        return row.name
+            self._names[key] = (row.name, scopes, now + self.seconds)
+        return row.name, scopes
 
     def forget(self, key: str) -> None:
         """Drop the entry of a token digest, if there is one."""

@@ -9,13 +9,15 @@ from pydantic import BaseModel, ConfigDict, Field
 from . import models
 from .addresses import Kind, by_kind
 from .deliveries import State, partly_delivered, state
-from .status import Status
+from .status import CLAIMABLE, Outcome, Status
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 BATCH_LIMIT = 1000  # messages in one batch request
 # Shorter than a single message's key: each message of a batch stores the key with its
 # place in the batch appended, within the same 255-character column.
 BATCH_KEY = re.compile(r"^[\x21-\x7e]{1,250}$")
+PAGE_LIMIT = 50  # messages in a page of GET /api/messages unless the client asks otherwise
+MAX_PAGE_LIMIT = 200
 
 
 class Recipient(BaseModel):
@@ -45,13 +47,16 @@ class Message(BaseModel):
     to: list[str]
     cc: list[str]
     bcc: list[str]
+    reply_to: str | None
     subject: str
     priority: int
     attempts: int
     max_attempts: int
     created_at: datetime
     send_after: datetime | None
-    next_attempt_at: datetime
+    # When a worker may next take it: null once nothing is due (sending, sent, failed,
+    # cancelled).
+    next_attempt_at: datetime | None
     last_retry: datetime | None
     last_error: str | None
     sent_at: datetime | None
@@ -61,6 +66,42 @@ class Message(BaseModel):
     partly_delivered: bool
 
 
+class AttachmentInfo(BaseModel):
+    """An attachment as an answer tells of it: what it is, never its content."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    filename: str
+    content_type: str
+    size: int  # bytes
+
+
+class AttemptInfo(BaseModel):
+    """One attempt to send a message, and what it ended in."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    started_at: datetime
+    finished_at: datetime
+    outcome: Outcome
+    smtp_code: int | None  # the server's reply code, if it gave one
+    error: str | None  # the server's refusal, or why the attempt failed
+    reply: str | None  # the server's words when it took the mail (its queue id, often)
+
+
+class MessageDetail(Message):
+    """A message with its attachments and every attempt made to send it, oldest first."""
+
+    attachments: list[AttachmentInfo]
+    attempt_log: list[AttemptInfo]
+
+
+class Moved(Message):
+    """A message after a move (resend, cancel), with a note when it waits for its time."""
+
+    note: str | None
+
+
 # (name in the answer, column, whether a time) of each field of Message.
 _SHOWN = tuple(
     (field.alias or name, name, field.annotation in (datetime, datetime | None))
@@ -68,24 +109,30 @@ _SHOWN = tuple(
 )
 
 
-def _iso(moment: datetime | None) -> str | None:
+def iso(moment: datetime | None) -> str | None:
+    """A stored (naive UTC) time as the answers write it: ISO 8601, seconds, Z."""
     return moment.isoformat(timespec="seconds") + "Z" if moment else None
 
 
 # The answer's address fields, made from the stored parts; the rest are columns as they are.
-ADDRESSES = {"from_addr", *(kind.value for kind in Kind), "recipients", "partly_delivered"}
+ADDRESSES = {"from_addr", "reply_to", *(kind.value for kind in Kind), "recipients",
+             "partly_delivered"}  # fmt: skip
 _COLUMNS = [(name, column) for name, column, is_time in _SHOWN
             if not is_time and column not in ADDRESSES]  # fmt: skip
 _TIMES = [(name, column) for name, column, is_time in _SHOWN if is_time]
+WAITING = {status.value for status in CLAIMABLE}
 
 
 def message_json(message: models.Message) -> dict[str, Any]:
     """What the API tells about a stored message: the fields of Message, times in UTC."""
     found = {name: getattr(message, column) for name, column in _COLUMNS}
-    found.update({name: _iso(getattr(message, column)) for name, column in _TIMES})
+    found.update({name: iso(getattr(message, column)) for name, column in _TIMES})
+    if message.status not in WAITING:
+        found["next_attempt_at"] = None
     for kind, mailboxes in by_kind(message.recipients).items():
         found[kind.value] = [str(mailbox) for mailbox in mailboxes]
     found["from"] = str(message.sender)
+    found["reply_to"] = str(message.reply_to_mailbox) if message.reply_to else None
     found["recipients"] = [recipient_json(entry, message) for entry in message.recipients]
     found["partly_delivered"] = partly_delivered(message.recipients, message.status)
     return found
@@ -103,3 +150,20 @@ def recipient_json(entry: dict[str, Any], message: models.Message) -> dict[str, 
         "reply": entry.get("reply"),
         "attempts": entry["attempts"] if own else message.attempts,
     }
+
+
+def detail_json(
+    message: models.Message, attachments: list[models.Attachment], attempts: list[models.Attempt]
+) -> dict[str, Any]:
+    """The answer's MessageDetail: the message, its attachments' names and sizes, its attempts."""
+    found = message_json(message)
+    found["attachments"] = [
+        {"filename": a.filename, "content_type": a.content_type, "size": a.size}
+        for a in attachments
+    ]
+    found["attempt_log"] = [
+        {"started_at": iso(a.started_at), "finished_at": iso(a.finished_at),
+         "outcome": a.outcome, "smtp_code": a.smtp_code, "error": a.error, "reply": a.reply}
+        for a in attempts
+    ]  # fmt: skip
+    return found

@@ -13,7 +13,7 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import deliveries, heartbeats, mime, queue, rollups, sender
+from . import deliveries, heartbeats, metrics, mime, pause, queue, rollups, sender
 from .extensions import db
 from .models import utcnow
 from .status import Lease, Outcome, Retry, Status
@@ -62,17 +62,27 @@ class Tally:
     released: int = 0  # handed back unstarted on a stop
     reclaimed: int = 0  # taken back from workers that died
     lost: int = 0  # outcomes not recorded because the claim had passed to another worker
+    paused: bool = False  # stopped claiming because sending is paused (outbox.pause)
     # Why sending stopped: a fault of the server or the settings, not of the messages.
     fault: str | None = None
 
     def add(self, other: "Tally") -> None:
         for name in self.__dataclass_fields__:
-            if name != "fault":
+            if name not in ("fault", "paused"):
                 setattr(self, name, getattr(self, name) + getattr(other, name))
         self.fault = other.fault or self.fault
+        self.paused = other.paused or self.paused
 
     def __str__(self) -> str:
         return f"sent {self.sent}, deferred {self.deferred}, failed {self.failed}"
+
+    def summary(self, seconds: float) -> str | None:
+        """The pass's one log line, or None if it did nothing (an idle worker is quiet)."""
+        if not (self.sent or self.deferred or self.failed or self.released or self.reclaimed):
+            return None
+        more = [f"took back {self.reclaimed} from dead workers"] if self.reclaimed else []
+        more += [f"handed back {self.released}"] if self.released else []
+        return ", ".join([str(self), *more]) + f" in {seconds:.1f} s"
 
 
 @dataclass
@@ -83,15 +93,24 @@ class Worker:
     stop: threading.Event = field(default_factory=threading.Event)
     started_at: datetime = field(default_factory=utcnow)
     failing: bool = False  # a fault is on the record (heartbeats.fault) and not cleared yet
+    paused: bool = False  # the last pass found sending paused (logged once, not every pass)
+    delays: list[float] = field(default_factory=list)  # due to SMTP, not yet in metrics
+    # Its lines carry worker_id as a field of their own (a JSON log's key).
+    log: logging.LoggerAdapter = field(init=False, repr=False)  # type: ignore[type-arg]
+
+    def __post_init__(self) -> None:
+        self.log = logging.LoggerAdapter(log, {"worker_id": self.worker_id})
 
     def drain(self) -> Tally:
         """Send every due message, then return what happened (app context needed)."""
         config = current_app.config
         lease = Lease.from_config(config)
+        started = time.monotonic()
         heartbeats.beat(self.worker_id, self.started_at, 0)
         released = queue.release_held(self.worker_id)
         if released:
-            log.warning("%s: handed back %d claims an earlier pass left", self.worker_id, released)
+            self.log.warning("%s: handed back %d claims an earlier pass left",
+                             self.worker_id, released)  # fmt: skip
         tally = Tally(reclaimed=queue.release_stale(lease.lock_timeout))
         idle_since: float | None = None
         reclaimed_at = beaten_at = time.monotonic()
@@ -102,6 +121,9 @@ class Worker:
                 # worker's claims would wait for all of it.
                 tally.reclaimed += queue.release_stale(lease.lock_timeout)
                 reclaimed_at = time.monotonic()
+            if pause.is_paused():  # each batch: a long drain stops within a poll interval too
+                tally.paused = True
+                break
             claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"], with_mail=True)
             if claims:
                 idle_since = None
@@ -112,7 +134,7 @@ class Worker:
                     self.failing = heartbeats.fault(self.worker_id, self.started_at, batch.fault)
                 if batch.fault:
                     # The next messages would meet it too; the next pass tries again.
-                    log.warning("%s: sending is failing: %s", self.worker_id, batch.fault)
+                    self.log.warning("%s: sending is failing: %s", self.worker_id, batch.fault)
                     break
                 if time.monotonic() - beaten_at >= BEAT_EVERY:
                     heartbeats.beat(self.worker_id, self.started_at, unbeaten)
@@ -128,6 +150,14 @@ class Worker:
             time.sleep(0.05)
         if unbeaten:
             heartbeats.beat(self.worker_id, self.started_at, unbeaten)
+        if tally.paused != self.paused:
+            self.paused = tally.paused
+            said = "paused: not claiming until resumed" if self.paused else "resumed"
+            self.log.info("%s: sending %s", self.worker_id, said)
+        metrics.count_outcomes(["worker_lost"] * tally.reclaimed, ())  # metrics (issue 14)
+        summary = tally.summary(time.monotonic() - started)
+        if summary:
+            self.log.info("%s: %s", self.worker_id, summary)
         return tally
 
     def send_batch(self, claims: list[queue.Claim]) -> Tally:
@@ -181,8 +211,8 @@ class Worker:
                 if len(finished) >= every or time.monotonic() - oldest > after:
                     self._record(finished, retry, tally)
             self._record(finished, retry, tally)
-        log.info(
-            "%s: batch of %d: %s, handed back %d in %.2fs",
+        self.log.debug(
+            "%s: batch of %d: %s, released %d in %.2fs",
             self.worker_id, len(claims), tally, tally.released, time.monotonic() - started,
         )  # fmt: skip
         return tally
@@ -214,8 +244,9 @@ class Worker:
         """
         if isinstance(mail, queue.Finished):
             return mail
-        entries = claim.mail.recipients
+        entries, due_at = claim.mail.recipients, claim.mail.next_attempt_at
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
+        self.delays.append((claim.started_at - due_at).total_seconds())  # metrics (issue 14)
         result = sender.deliver(session, mail, deadline, ahead)
         # The attempt's end was the message's alone (a fault, a mail that cannot be built),
         # unless the recipients said something, or none was left to send to.
@@ -224,12 +255,12 @@ class Worker:
             if result.outcome is not Outcome.SENT:
                 error = error or ("failed" if result.outcome is Outcome.FAILED else "")
             return queue.Finished(claim, result.outcome, utcnow(), result.code, error,
-                                  fault=result.fault)  # fmt: skip
+                                  fault=result.fault, reply=result.reply)  # fmt: skip
         settled = deliveries.settle(
             entries, result.recipients, claim.attempts + 1, claim.max_attempts, result.error
         )
         return queue.Finished(claim, settled.outcome, utcnow(), settled.code, settled.error,
-                              settled.recipients)  # fmt: skip
+                              settled.recipients, reply=result.reply)  # fmt: skip
 
     def _record(self, finished: list[queue.Finished], retry: Retry, tally: Tally) -> None:
         """Write the outcomes waiting in finished, then empty it."""
@@ -240,10 +271,11 @@ class Worker:
             tally.sent += status is Status.SENT
             tally.deferred += status is Status.DEFERRED
             tally.failed += status is Status.FAILED
+        metrics.count_recorded(finished, recorded, self.delays)  # metrics (issue 14)
         for done in finished:
             if done.claim.id not in recorded:
                 tally.lost += 1
-                log.warning("%s: lost the claim on message %d before recording %s",
+                self.log.warning("%s: lost the claim on message %d before recording %s",
                             self.worker_id, done.claim.id, done.outcome)  # fmt: skip
         finished.clear()
 
@@ -267,4 +299,5 @@ def count_if_due(worker_id: str) -> None:
             rollups.refresh_counts(now)
         rollups.roll_up_hours(now)
     except Exception:
-        log.exception("%s: counting messages for the pages failed", worker_id)
+        log.exception("%s: counting messages for the pages failed", worker_id,
+                      extra={"worker_id": worker_id})  # fmt: skip

@@ -22,6 +22,7 @@ from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
 from outbox.status import Status
 
+from . import processes
 from .sink import Sink
 from .smtpd import free_port
 from .test_concurrency import OUTBOX, worker_env
@@ -92,7 +93,7 @@ class Workers:
 
     def start(self, command: str = "worker") -> subprocess.Popen[str]:
         with open(self.logs / f"{len(self.started)}.log", "w") as log:
-            process = subprocess.Popen(
+            process = processes.start(
                 [*OUTBOX, command], env=self.env, stdout=subprocess.PIPE, stderr=log, text=True
             )
         self.started.append(process)
@@ -103,8 +104,7 @@ class Workers:
         return (self.logs / f"{self.started.index(process)}.log").read_text()
 
     def kill(self, process: subprocess.Popen[str]) -> None:
-        process.send_signal(signal.SIGKILL)
-        process.communicate(timeout=30)
+        processes.kill_group(process)
         self.running.remove(process)
 
     def stop(self, process: subprocess.Popen[str], timeout: float = 60) -> int:

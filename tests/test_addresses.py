@@ -73,7 +73,7 @@ def test_a_remembered_check_gives_the_same_addresses_and_still_refuses():
     assert first == parse_addresses([named]) == [
         Mailbox("zoe@example.com", "Zoë Ärger"), Mailbox("j@example.com", "Doe, J")]  # fmt: skip
     for _ in range(2):
-        with pytest.raises(ValueError, match="not a valid address"):
+        with pytest.raises(ValueError, match="is not an email address: "):
             parse_addresses(["Ann <ann@example..com>"])
 
 
@@ -93,3 +93,35 @@ def test_recipients_keep_the_order_given_and_store_as_json_objects():
         {"kind": "bcc", "address": "d@x.example"},
     ]
     assert [addresses.from_stored(e) for e in entries] == [*to, *cc, Mailbox("d@x.example")]
+
+
+@pytest.mark.parametrize("value", ["ann@host.local", "Ann <ann@Host.LOCAL>", "b@x.y.local"])
+def test_a_special_use_domain_is_taken_only_where_allowed(value):
+    with pytest.raises(ValueError, match="special-use.*OUTBOX_ALLOWED_SPECIAL_DOMAINS"):
+        parse_addresses([value])
+    with pytest.raises(ValueError, match="special-use"):
+        parse_addresses([value], frozenset({"test", "onion"}))
+    (found,) = parse_addresses([value], frozenset({"local"}))
+    assert found.domain.endswith(".local") and found.domain == found.domain.lower()
+    # What the check allowed for one caller stays its own: the next is refused again.
+    with pytest.raises(ValueError, match="special-use"):
+        parse_addresses([value])
+
+
+def test_allowing_a_special_use_domain_allows_no_other_and_no_bad_address():
+    allowed = frozenset({"local"})
+    for value in ("a@b.test", "a@b.onion", "a@b.invalid", "a@x.arpa"):
+        with pytest.raises(ValueError, match="special-use"):
+            parse_addresses([value], allowed)
+    for value in ("a@@b.local", "a@b..local", "a b@c.local", "a@-b.local"):
+        with pytest.raises(ValueError, match="is not an email address"):
+            parse_addresses([value], allowed)
+
+
+@pytest.mark.parametrize("value", ["bob@", "ann@@example.com", "a@example..com", "x@y.local",
+                                   "Ann <ann@>", "@example.com"])  # fmt: skip
+def test_every_refused_address_has_one_wording(value):
+    with pytest.raises(ValueError) as refused:
+        parse_addresses([value])
+    assert " is not an email address" in str(refused.value)
+    assert str(refused.value).startswith("'")

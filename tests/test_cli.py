@@ -1,10 +1,12 @@
 """The outbox commands: schema upgrade, tokens, one drain pass."""
 
+from datetime import timedelta
+
 import pytest
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import create_app, queue, reports, rollups, tokens
+from outbox import accounts, create_app, queue, reports, rollups, tokens
 from outbox.extensions import Base, db, dispose_engines
 from outbox.models import ApiToken, utcnow
 
@@ -76,3 +78,93 @@ def test_send_queued_makes_the_full_counts_when_they_are_due(app, runner, make_m
     counted = reports.status_counts(cap=0)["cancelled"]
     assert counted.value == 1 and counted.counted_at is not None
     assert not rollups.counts_due(utcnow())
+
+
+def _fail(times: int, address: str, email: str = "staff@example.com") -> None:
+    """Wrong passwords from address, a second apart, ending now."""
+    start = utcnow() - timedelta(seconds=times)
+    for n in range(times):
+        moment = start + timedelta(seconds=n)
+        assert accounts.sign_in(email, "wrong horse", address, now=moment) is None
+
+
+def _locked(address: str) -> bool:
+    try:
+        accounts.sign_in("staff@example.com", "correct horse", address)
+    except accounts.TooManyFailures:
+        return True
+    return False
+
+
+@pytest.mark.all_databases
+def test_unlock_lifts_one_address_and_leaves_the_others_locked(app, runner, staff):
+    _fail(5, "192.0.2.1")
+    _fail(5, "192.0.2.2")
+    result = runner.invoke(args=["unlock", "192.0.2.1"])
+    assert result.exit_code == 0, result.output
+    assert result.output == "lifted the lockout of 192.0.2.1 (5 failed sign-ins in the last " \
+                            "15 minutes)\n"  # fmt: skip
+    assert not _locked("192.0.2.1") and _locked("192.0.2.2")
+    assert accounts.lockouts() == {"192.0.2.2": 5}
+
+
+def test_unlock_says_when_an_address_was_not_locked(app, runner, staff):
+    _fail(2, "192.0.2.1")
+    result = runner.invoke(args=["unlock", "192.0.2.1"])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("nothing to lift: 192.0.2.1 was not locked out (2 failed")
+    _fail(4, "192.0.2.1")  # the two are forgotten: four more do not lock it
+    assert not _locked("192.0.2.1")
+    result = runner.invoke(args=["unlock", "192.0.2.3"])
+    assert result.output == "nothing to lift: no failed sign-ins from 192.0.2.3 in the last " \
+                            "15 minutes\n"  # fmt: skip
+
+
+def test_unlock_finds_an_ipv6_address_however_the_proxy_spelled_it(app, runner, staff):
+    _fail(5, "2001:DB8:0:0::1")
+    assert _locked("2001:DB8:0:0::1")
+    result = runner.invoke(args=["unlock", "2001:db8::1"])
+    assert "lifted the lockout of 2001:db8::1 (5 failed" in result.output
+    assert not _locked("2001:DB8:0:0::1")
+
+
+@pytest.mark.all_databases
+def test_unlock_by_email_lifts_the_lockouts_of_the_addresses_that_tried_that_account(
+    app, runner, staff
+):
+    _fail(5, "192.0.2.1")
+    _fail(4, "2001:db8::7", email="nobody@example.com")
+    _fail(1, "2001:db8::7", email="Staff@Example.COM")  # one try at staff's account, typed oddly
+    _fail(5, "192.0.2.66", email="ceo@example.com")  # a guesser after someone else: stays locked
+    _fail(3, "192.0.2.9")  # not locked: left as it is
+    result = runner.invoke(args=["unlock", "staff@EXAMPLE.com"])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        "lifted the lockout of 192.0.2.1 (5 failed sign-ins in the last 15 minutes)",
+        "lifted the lockout of 2001:db8::7 (5 failed sign-ins in the last 15 minutes)",
+    ]
+    assert accounts.lockouts() == {"192.0.2.66": 5}
+    assert not _locked("192.0.2.1") and not _locked("2001:db8::7") and _locked("192.0.2.66")
+    result = runner.invoke(args=["unlock", "staff@example.com"])
+    assert result.output == "nothing to lift: no locked-out address tried staff@example.com\n"
+
+
+@pytest.mark.parametrize(
+    ("who", "error"),
+    [("ghost@example.com", "no account for ghost@example.com"),
+     ("192.0.2", "'192.0.2' is neither an email address nor an IP address"),
+     ("staff", "'staff' is neither")],
+)  # fmt: skip
+def test_unlock_refuses_what_it_cannot_find_and_changes_nothing(app, runner, staff, who, error):
+    _fail(5, "192.0.2.1")
+    result = runner.invoke(args=["unlock", who])
+    assert result.exit_code == 1
+    assert error in result.output
+    assert accounts.lockouts() == {"192.0.2.1": 5}
+
+
+def test_unlock_help_is_its_docstring(app, runner):
+    result = runner.invoke(args=["unlock", "--help"])
+    assert result.exit_code == 0
+    assert "Usage: outbox unlock [OPTIONS] EMAIL-or-ADDRESS" in result.output
+    assert "Five failed sign-ins from one address within 15 minutes" in result.output

@@ -16,6 +16,7 @@ from outbox.extensions import db
 from outbox.models import Attempt, Message
 from outbox.status import Status
 
+from . import processes
 from .conftest import draft as make_draft
 
 OUTBOX = [sys.executable, "-m", "outbox"]
@@ -74,10 +75,14 @@ def test_parallel_workers_send_every_message_exactly_once(smtp_app, smtp, db_kin
     env = worker_env(smtp_app, smtp, tmp_path)
     started = time.monotonic()
     workers = [
-        subprocess.Popen([*OUTBOX, "send-queued"], env=env, stdout=subprocess.PIPE, text=True)
+        processes.start([*OUTBOX, "send-queued"], env=env, stdout=subprocess.PIPE, text=True)
         for _ in range(4)
     ]
-    outputs = [w.communicate(timeout=300)[0] for w in workers]
+    try:
+        outputs = [w.communicate(timeout=300)[0] for w in workers]
+    finally:
+        for w in workers:
+            processes.kill_group(w)
     elapsed = time.monotonic() - started
     assert [w.returncode for w in workers] == [0, 0, 0, 0]
 
@@ -98,10 +103,10 @@ def test_killed_worker_loses_nothing_and_leaves_nothing_sending(smtp_app, smtp, 
     env = worker_env(
         smtp_app, smtp, tmp_path, SMTP_TIMEOUT=0.5, LOCK_TIMEOUT=2, POLL_INTERVAL=60, RECORD_EVERY=5
     )
-    victim = subprocess.Popen([*OUTBOX, "worker"], env=env, stderr=subprocess.DEVNULL)
-    wait_until(lambda: len(smtp.received) >= 30, timeout=60)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait(timeout=10)
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.DEVNULL) as victim:
+        wait_until(lambda: len(smtp.received) >= 30, timeout=60)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
     assert statuses()[Status.SENDING] > 0, "the kill should leave claimed messages behind"
 
     time.sleep(2.2)  # let the dead worker's claims pass LOCK_TIMEOUT
@@ -125,10 +130,10 @@ def test_sigterm_finishes_the_message_in_hand_and_hands_back_the_rest(smtp_app, 
     expected = enqueue_many(200)
     smtp.recorder.delay = 0.02
     env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=60)
-    worker = subprocess.Popen([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE, text=True)
-    wait_until(lambda: len(smtp.received) >= 10, timeout=60)
-    worker.send_signal(signal.SIGTERM)
-    _, log = worker.communicate(timeout=30)
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE, text=True) as worker:
+        wait_until(lambda: len(smtp.received) >= 10, timeout=60)
+        worker.send_signal(signal.SIGTERM)
+        _, log = worker.communicate(timeout=30)
     assert worker.returncode == 0, log
     counts = statuses()
     assert counts[Status.SENDING] == 0
@@ -159,7 +164,7 @@ def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
     env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=1, BATCH_SIZE=10, SMTP_TIMEOUT=0.5,
                      LOCK_TIMEOUT=2)  # fmt: skip
     command = [*OUTBOX, "worker", "--processes", "2"]
-    parent = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    parent = processes.start(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
         wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=30)
         first = children_of(parent.pid)
@@ -172,11 +177,7 @@ def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
         _, log = parent.communicate(timeout=60)
     finally:
         # Left running, the processes would go on claiming the next tests' messages.
-        if parent.poll() is None:
-            for child in children_of(parent.pid):
-                os.kill(child, signal.SIGKILL)
-            parent.kill()
-            parent.communicate()
+        processes.kill_group(parent)
     assert parent.returncode == 0, log
     assert "worker processes stopped: exit codes [0, 0]" in log
     assert set(smtp.recorder.message_ids()) == set(expected)
@@ -186,8 +187,8 @@ def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
 @pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)])
 def test_worker_processes_stop_when_their_supervisor_is_killed(smtp_app, smtp, tmp_path):
     env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=60)
-    parent = subprocess.Popen([*OUTBOX, "worker", "--processes", "2"], env=env,
-                              stderr=subprocess.DEVNULL)  # fmt: skip
+    parent = processes.start([*OUTBOX, "worker", "--processes", "2"], env=env,
+                             stderr=subprocess.DEVNULL)  # fmt: skip
     children: list[int] = []
     try:
         wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=30)
@@ -196,7 +197,7 @@ def test_worker_processes_stop_when_their_supervisor_is_killed(smtp_app, smtp, t
         parent.wait()
         wait_until(lambda: not any(Path(f"/proc/{c}").exists() for c in children), timeout=30)
     finally:
-        parent.kill()
+        processes.kill_group(parent)
         for child in children:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)

@@ -43,6 +43,7 @@ from outbox import create_app, tokens
 from outbox.extensions import dispose_engines
 from outbox.models import utcnow
 
+from . import processes
 from .smtpd import SmtpServer, free_port
 
 SOAK = os.environ.get("OUTBOX_SOAK") == "1"
@@ -120,9 +121,7 @@ class PrivateMariaDB:
                    f"--socket={self.root / 'sock'}", f"--pid-file={self.root / 'pid'}",
                    f"--log-error={self.log}", "--skip-name-resolve", f"--user={self.user}",
                    "--innodb-buffer-pool-size=64M"]  # fmt: skip
-        self.process = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
-        )
+        self.process = processes.start(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -158,12 +157,7 @@ class PrivateMariaDB:
 
     def stop(self) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            processes.end(self.process, signal.SIGTERM, timeout=60)
             self.process = None
 
 
@@ -207,18 +201,12 @@ def _env(mariadb: PrivateMariaDB, smtp: SmtpServer, tmp_path: Path) -> dict[str,
 
 def _spawn(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:
-        return subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT)
+        return processes.start(command, env=env, stdout=out, stderr=subprocess.STDOUT)
 
 
 def _stop(process: subprocess.Popen[bytes]) -> int | None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-    try:
-        return process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-        return None
+    """SIGTERM, wait; then SIGKILL what is left of its group (gunicorn's workers too)."""
+    return processes.end(process, signal.SIGTERM, timeout=30)
 
 
 @dataclass

@@ -33,6 +33,7 @@ from outbox.extensions import db
 from outbox.models import Attempt, Message, WorkerBeat, utcnow
 from outbox.status import Status
 
+from .processes import end, start
 from .smtpd import Recorder, RecordingController
 from .test_concurrency import statuses, wait_until, worker_env
 
@@ -228,20 +229,12 @@ def enqueue_wave(start: int, count: int) -> list[str]:
     return [r["message_id"] for r in rows]
 
 
-def stop_all(processes: list[subprocess.Popen[bytes]]) -> list[int | None]:
+def stop_all(started: list[subprocess.Popen[bytes]]) -> list[int | None]:
     """SIGTERM every process still running, wait for each; SIGKILL what will not stop."""
-    for process in processes:
+    for process in started:
         if process.poll() is None:
             process.send_signal(signal.SIGTERM)
-    codes = []
-    for process in processes:
-        try:
-            codes.append(process.wait(timeout=30))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-            codes.append(None)
-    return codes
+    return [end(process, signal.SIGTERM, timeout=30) for process in started]
 
 
 def test_workers_on_several_hosts_send_every_message_exactly_once(
@@ -270,7 +263,7 @@ def test_workers_on_several_hosts_send_every_message_exactly_once(
                     command = ["ip", "netns", "exec", name, sys.executable, "-m",
                                "outbox", "worker"]  # fmt: skip
                     with open(tmp_path / f"{name}-{n}.log", "wb") as log:
-                        process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
+                        process = start(command, env=env, stdout=log, stderr=log)
                     processes.append(process)
                     workers[process.pid] = name
             count = len(workers)

@@ -4,12 +4,12 @@ from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
-from flask_migrate import upgrade
+from flask_migrate import downgrade, upgrade
 
 from outbox import create_app, mime
 from outbox.addresses import Kind, Mailbox
 from outbox.extensions import db, dispose_engines
-from outbox.models import Message
+from outbox.models import Attempt, Message
 from outbox.rendered import Features
 
 from .conftest import base_config
@@ -58,6 +58,53 @@ def test_0005_parses_the_stored_address_text_into_parts(empty_database_url):
             assert mail.recipients == ["ann@example.com", "bob@example.com", "j@example.com",
                                        "zoe@example.com", "hidden@example.com"]  # fmt: skip
             db.session.commit()
+        finally:
+            db.session.remove()
+            dispose_engines()
+
+
+@pytest.mark.all_databases
+def test_0007_adds_the_send_again_link_and_the_accepting_reply_and_goes_back(empty_database_url):
+    app = create_app(base_config(empty_database_url))
+    with app.app_context():
+        try:
+            upgrade(revision="0006")
+            old = sa.table("messages", sa.column("recipients", sa.JSON), *(sa.column(n) for n in (
+                "message_id", "from_addr", "from_name", "reply_to_name", "subject",
+                "status", "attempts", "max_attempts", "next_attempt_at", "created_at", "source",
+                "priority", "attachment_count")))  # fmt: skip
+            row = {"from_addr": "shop@example.com", "from_name": "", "reply_to_name": "",
+                   "recipients": [{"kind": "to", "address": "a@example.com"}],
+                   "subject": "Hi", "status": "sent", "attempts": 1, "max_attempts": 3,
+                   "next_attempt_at": NOW, "created_at": NOW, "source": "test", "priority": 0,
+                   "attachment_count": 0}  # fmt: skip
+            with db.engine.begin() as conn:
+                for n in range(2):
+                    conn.execute(old.insert().values(**row, message_id=f"<{n}@example.com>"))
+            upgrade()
+            first, second = db.session.scalars(sa.select(Message).order_by(Message.id)).all()
+            assert (first.resent_from, second.resent_from) == (None, None)
+            second.resent_from = first.id
+            reply = "2.0.0 Ok: queued as A1"
+            db.session.add(Attempt(message_pk=first.id, started_at=NOW, finished_at=NOW,
+                                   worker_id="w", outcome="sent", reply=reply))  # fmt: skip
+            db.session.commit()
+            assert db.session.scalar(sa.select(Attempt.reply)) == reply
+            if db.engine.dialect.name != "sqlite":  # SQLite enforces no foreign keys here
+                with pytest.raises(sa.exc.IntegrityError):
+                    db.session.execute(sa.update(Message).where(Message.id == first.id)
+                                       .values(resent_from=first.id + 100))  # fmt: skip
+                    db.session.commit()
+                db.session.rollback()
+                # Deleting the original leaves the copy, unlinked.
+                db.session.execute(sa.delete(Message).where(Message.id == first.id))
+                db.session.commit()
+                assert db.session.scalar(sa.select(Message.resent_from)) is None
+            db.session.remove()
+            downgrade(revision="0006")
+            columns = {c["name"] for c in sa.inspect(db.engine).get_columns("messages")}
+            assert "resent_from" not in columns
+            upgrade()
         finally:
             db.session.remove()
             dispose_engines()

@@ -38,3 +38,29 @@ def test_a_priority_in_a_form_is_digits_that_are_always_in_range():
     low, high = schema.PRIORITY_RANGE
     assert all(pattern.match(v) for v in ("0", "+5", "-999999", "999999"))
     assert not any(pattern.match(v) for v in (str(low), str(high), "1e3", " 5"))
+
+
+def test_the_listing_and_the_detail_are_described():
+    document = openapi.document()
+    schemas = document["components"]["schemas"]
+    listing = document["paths"]["/api/messages"]["get"]
+    names = {p["name"] for p in listing["parameters"]}
+    assert names == {"status", "recipient", "source", "since", "until", "before", "limit"}
+    assert set(listing["responses"]) == {"200", "401", "422", "503"}
+    detail = schemas["MessageDetail"]["properties"]
+    assert {"cc", "bcc", "reply_to", "attachments", "attempt_log", "recipients"} <= set(detail)
+    assert set(schemas["AttemptInfo"]["properties"]) == {
+        "started_at", "finished_at", "outcome", "smtp_code", "error", "reply"}  # fmt: skip
+    assert "content" not in schemas["AttachmentInfo"]["properties"]
+    nullable = schemas["Message"]["properties"]["next_attempt_at"]["anyOf"]
+    assert {"type": "null"} in nullable
+
+
+def test_unknown_fields_and_other_content_types_are_described_as_refused():
+    document = openapi.document()
+    assert document["components"]["schemas"]["NewMessage"]["additionalProperties"] is False
+    for form in (bodies()["application/x-www-form-urlencoded"], bodies()["multipart/form-data"]):
+        assert form["additionalProperties"] is False
+    for path in ("/api/messages", "/api/messages/batch"):
+        responses = document["paths"][path]["post"]["responses"]
+        assert "415" in responses and "Accept" in responses["415"]["headers"]

@@ -183,6 +183,27 @@ def test_cancel_and_resend(app, make_message):
         queue.cancel(message.id)
 
 
+@pytest.mark.all_databases
+def test_moves_of_chosen_messages_move_only_those_their_status_allows(app, make_message):
+    queued, deferred, sending, failed, gone = (make_message().id for _ in range(5))
+    claims = {c.id: c for c in queue.claim_batch("w1", 10)}
+    retry = Retry(delay=60, backoff=2, max_delay=3600)
+    outcomes.deferred(claims[deferred], utcnow(), 451, "451 later", retry)
+    outcomes.failed(claims[failed], utcnow(), 550, "550 no such user")
+    for pk in (queued, gone):  # taken back unsent
+        queue.release([claims[pk]])
+    assert queue.cancel_many([queued, deferred, sending, failed, queued]) == queue.Moved(2, 2)
+    assert [fresh(pk).status for pk in (queued, deferred, sending, failed)] == [
+        Status.CANCELLED, Status.CANCELLED, Status.SENDING, Status.FAILED
+    ]  # fmt: skip
+    assert queue.resend_many([queued, failed, sending, 987654], allowance=3) == queue.Moved(2, 2)
+    rows = {pk: fresh(pk) for pk in (queued, failed, sending)}
+    assert [r.status for r in rows.values()] == [Status.QUEUED, Status.QUEUED, Status.SENDING]
+    assert rows[failed].max_attempts == rows[failed].attempts + 3
+    assert queue.cancel_many([]) == queue.Moved(0, 0)
+    assert fresh(gone).status == Status.QUEUED  # never chosen, never moved
+
+
 def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message):
     from outbox.checks import Upload
     from outbox.models import CHUNK_BYTES, AttachmentChunk
@@ -290,7 +311,10 @@ def test_every_move_in_the_table_makes_a_statement_that_names_the_old_status():
     for old, targets in MOVES.items():
         for new in targets:
             where = str(moves.guarded(old, new).whereclause)
-            assert where == "messages.status = :status_1", (old, new, where)
+            # retention (issue 14): a message whose bodies were dropped is not queued again.
+            dropped = new is Status.QUEUED and old in moves.SETTLED
+            extra = " AND messages.bodies_dropped_at IS NULL" if dropped else ""
+            assert where == "messages.status = :status_1" + extra, (old, new, where)
 
 
 def test_no_module_but_moves_writes_the_messages_table():

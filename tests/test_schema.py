@@ -28,11 +28,14 @@ def test_forms_carry_every_field_but_the_headers():
 def test_the_compose_form_has_a_labelled_control_for_each_form_field():
     controls = {name: getattr(ComposeForm, name) for name in dir(ComposeForm)}
     controls = {name: c for name, c in controls.items() if hasattr(c, "_formfield")}
-    assert set(controls) == {ComposeForm.name_of(name) for name in schema.FORM_KINDS}
+    # zone: the browser's time zone for Send after, a field of the form, not of the message.
+    fields = {ComposeForm.name_of(name) for name in schema.FORM_KINDS}
+    assert set(controls) == fields | {"zone"}
     for name, field in schema.NewMessage.model_fields.items():
         wire_name = schema.WIRE_NAMES[name]
         if wire_name in schema.FORM_KINDS:
-            assert controls[ComposeForm.name_of(wire_name)].args == (field.title,)
+            label = ComposeForm.LABELS.get(wire_name, field.title)  # the page's own words
+            assert controls[ComposeForm.name_of(wire_name)].args == (label,)
     assert controls["priority"].kwargs["default"] == "0"
     assert controls["text"].field_class.__name__ == "TextAreaField"
     assert controls["subject"].field_class.__name__ == "StringField"

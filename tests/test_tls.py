@@ -31,6 +31,7 @@ from outbox import config, create_app, smtp
 from outbox.status import Status
 from outbox.worker import Worker
 
+from . import processes
 from .conftest import base_config
 from .smtpd import Recorder, RecordingController, RecordingSMTP, SilentServer, free_port
 from .test_queue import fresh
@@ -443,16 +444,14 @@ def tls_worker(app, tmp_path) -> Iterator[Any]:  # type: ignore[no-untyped-def]
             OUTBOX_POLL_INTERVAL="0.5",
         )
         env |= {f"OUTBOX_{k}": str(v) for k, v in settings.items()}  # fmt: skip
-        worker = subprocess.Popen([sys.executable, "-m", "outbox", "worker"], env=env,
-                                  stderr=subprocess.PIPE, text=True)  # fmt: skip
+        worker = processes.start([sys.executable, "-m", "outbox", "worker"], env=env,
+                                 stderr=subprocess.PIPE, text=True)  # fmt: skip
         started.append(worker)
         return worker
 
     yield start
     for worker in started:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
+        processes.kill_group(worker)
 
 
 def test_a_worker_with_verify_off_warns_at_start_and_sends(tls_worker, make_message):

@@ -1,19 +1,22 @@
 """Staff pages: compose, the outbox list, one message, its buttons, and the dashboard."""
 
 import io
+import json
 import re
 from datetime import datetime, timedelta
+from urllib.parse import urlsplit
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, update
 from werkzeug.http import parse_options_header
 
 from outbox import heartbeats, queue, reports, rollups
 from outbox.addresses import parse as parse_addresses
 from outbox.checks import Upload, check_upload
+from outbox.deliveries import ACCEPTED, Reply, settle
 from outbox.extensions import db
 from outbox.models import Attachment, Message, StatusCount, utcnow
-from outbox.status import Retry, Status
+from outbox.status import Outcome, Retry, Status
 from outbox.web import when
 
 from . import outcomes
@@ -50,7 +53,7 @@ def stored(table=Message) -> int:  # type: ignore[no-untyped-def]
 def row_ids(page: Element) -> list[int]:
     """The message ids of the outbox list's rows, top to bottom."""
     rows = page.find("tbody", id="rows")
-    return [int(a["href"].rsplit("/", 1)[1]) for a in rows.find_all("a")]
+    return [int(urlsplit(a["href"]).path.rsplit("/", 1)[1]) for a in rows.find_all("a")]
 
 
 def facts(dl: Element) -> dict[str, str]:
@@ -114,7 +117,10 @@ def test_compose_enqueues_the_message_with_its_attachments(signed_in):
     assert queue.read_attachments(row.id) == [
         ("a.txt", "text/plain", b"first"), ("b.pdf", "application/pdf", b"%PDF-1.4")
     ]  # fmt: skip
-    assert parse(signed_in.get(response.headers["Location"])).find("h1").text == "Your order"
+    assert (
+        parse(signed_in.get(response.headers["Location"])).find("h1").text
+        == f"#{row.id} Your order"
+    )
 
 
 def test_compose_with_bad_fields_is_422_with_each_error_beside_its_field(signed_in):
@@ -171,7 +177,8 @@ def test_outbox_tabs_show_counts_per_status(signed_in, mixed):
     page = parse(signed_in.get("/messages?status=failed"))
     assert tabs(page) == {"all": "9", "queued": "2", "sending": "1", "deferred": "1",
                           "sent": "1", "failed": "3", "cancelled": "1"}  # fmt: skip
-    assert page.find("a", aria_current="page").text.split()[0] == "failed"
+    current = page.find("nav", class_="tabs").find("a", aria_current="page")
+    assert current.text.split()[0] == "failed"
 
 
 @pytest.mark.all_databases
@@ -341,24 +348,23 @@ def test_message_page_shows_every_field_the_body_attachments_and_attempts(signed
     assert facts(head) == {
         "From": "Shop <shop@example.com>", "To": "Ann <ann@example.com>, bob@example.com",
         "Cc": "carl@example.com", "Bcc": "hidden@example.com", "Reply-To": "help@example.com",
-        "Message-ID": row.message_id, "Priority": "5",
-        "Created": f"{when(now - timedelta(minutes=20))} by test",
-        "Send after": when(now - timedelta(minutes=10)), "X-Campaign": "spring",
+        "Message-ID": row.message_id, "Priority": "5", "Created": "20 min ago by test",
+        "Send after": "10 min ago", "X-Campaign": "spring",
     }  # fmt: skip
-    assert facts(state) == {"Status": "failed", "Attempts": "2 of 3",
-                            "Last retry": when(now - timedelta(minutes=1)),
+    # Every time is relative, with the exact UTC time on hover.
+    assert head.find_all("time")[0]["title"] == f"{when(now - timedelta(minutes=20))} UTC"
+    assert facts(state) == {"Status": "failed", "Attempts": "2 of 3", "Last try": "1 min ago",
                             "Last error": "550 5.1.1 no such user"}  # fmt: skip
-    assert page.find("h1").text == "Your order"
+    assert page.find("h1").text == f"#{message.id} Your order"
     assert page.find("pre", class_="body").text == "Line one\nLine two"
     items = page.find("ul", class_="attachments").find_all("li")
     assert [li.find("a").text for li in items] == ["a.txt", "b.pdf"]
     assert items[1].find("small").text == "application/pdf, 4 bytes"
     attempts = page.find("table", class_="attempts").find("tbody").find_all("tr")
     cells = [[td.text.strip() for td in tr.find_all("td")] for tr in attempts]
-    tried, failed = when(now - timedelta(minutes=5)), when(now - timedelta(minutes=1))
     assert cells == [
-        [tried, tried, "worker-a", "deferred", "451", "451 4.7.1 greylisted"],
-        [failed, failed, "worker-b", "failed", "550", "550 5.1.1 no such user"],
+        ["5 min ago", "0.0 s", "worker-a", "deferred", "451", "451 4.7.1 greylisted"],
+        ["1 min ago", "0.0 s", "worker-b", "failed", "550", "550 5.1.1 no such user"],
     ]
 
 
@@ -435,14 +441,16 @@ def test_button_moves_the_message(signed_in, make_in, action, start, end, via_ht
     assert shown[LABELS[action]] == f"{page}/{action}"
     was = fresh(message_id)
     before, attempts, due = utcnow(), was.attempts, was.next_attempt_at
+    yes = {"confirmed": "yes"}  # htmx sends it after its hx-confirm (see test_confirmations)
     if via_htmx:
-        response = signed_in.post(shown[LABELS[action]], headers=htmx(signed_in, page))
+        response = signed_in.post(shown[LABELS[action]], headers=htmx(signed_in, page), data=yes)
         assert response.status_code == 200 and "HX-Request" in response.vary
         state = parse(response).find("section", id="state")
         assert facts(state.find("dl"))["Status"] == end
         assert set(buttons(state)) == BUTTONS[end]
     else:
-        response = signed_in.post(shown[LABELS[action]], data={"csrf_token": csrf(signed_in, page)})
+        response = signed_in.post(shown[LABELS[action]],
+                                  data={"csrf_token": csrf(signed_in, page), **yes})  # fmt: skip
         assert response.status_code == 302 and response.headers["Location"] == page
     row = fresh(message_id)
     assert (row.status, row.attempts) == (end, attempts)
@@ -460,11 +468,11 @@ def test_send_again_queues_a_copy_of_a_sent_message(signed_in, make_message, via
     move_to(message, Status.SENT)
     path = f"/messages/{message.id}/send-again"
     if via_htmx:
-        response = signed_in.post(path, headers=htmx(signed_in))
+        response = signed_in.post(path, headers=htmx(signed_in), data={"confirmed": "yes"})
         assert response.status_code == 204
         target = response.headers["HX-Redirect"]
     else:
-        response = signed_in.post(path, data={"csrf_token": csrf(signed_in)})
+        response = signed_in.post(path, data={"csrf_token": csrf(signed_in), "confirmed": "yes"})
         assert response.status_code == 302
         target = response.headers["Location"]
     old = fresh(message.id)
@@ -476,6 +484,13 @@ def test_send_again_queues_a_copy_of_a_sent_message(signed_in, make_message, via
                "text_body", "html_body", "headers", "priority")  # fmt: skip
     assert [getattr(new, c) for c in content] == [getattr(old, c) for c in content]
     assert queue.read_attachments(new.id) == queue.read_attachments(old.id) != []
+    # Each names the other: the copy its original, the original its copies.
+    assert (new.resent_from, old.resent_from) == (old.id, None)
+    copy = parse(signed_in.get(target)).find("section", id="state")
+    assert facts(copy.find("dl", class_="facts"))["Sent again from"] == f"#{old.id}"
+    assert copy.find("a", href=f"/messages/{old.id}").text == f"#{old.id}"
+    original = parse(signed_in.get(f"/messages/{old.id}")).find("section", id="state")
+    assert facts(original.find("dl", class_="facts"))["Sent again as"] == f"#{new.id}"
 
 
 REFUSED = [("resend", s) for s in (Status.QUEUED, Status.SENDING, Status.DEFERRED, Status.SENT)]
@@ -509,20 +524,57 @@ def test_button_for_an_unknown_message_is_404(signed_in, action):
     assert response.status_code == 404 and stored(Message) == 0
 
 
-def test_dashboard_resend_answers_the_failure_row(signed_in, make_in):
+def test_dashboard_resend_answers_the_failure_row_and_its_tiles(signed_in, make_in):
     message_id = make_in(Status.FAILED, subject="Lost")
     dashboard = parse(signed_in.get("/"))
+    assert tiles(dashboard)["failed"] == "1" and tiles(dashboard)["queued"] == "0"
     row = dashboard.find("tr", id=f"failure-{message_id}")
     form = row.find("form")
-    assert form["hx-post"] == f"/messages/{message_id}/resend?view=row"
+    assert form["hx-post"] == form["action"] == f"/failures/{message_id}/resend"
     assert form["hx-target"] == f"#failure-{message_id}"
     response = signed_in.post(form["hx-post"], headers=htmx(signed_in))
     assert response.status_code == 200 and "HX-Request" in response.vary
     html = response.get_data(as_text=True).strip()
-    assert html.startswith(f'<tr id="failure-{message_id}">') and html.endswith("</tr>")
-    row = parse(html).find("tr", id=f"failure-{message_id}")
+    assert html.startswith(f'<tr id="failure-{message_id}">')
+    answer = parse(html)
+    row = answer.find("tr", id=f"failure-{message_id}")
     assert row.find("span", class_="status").text == "queued" and row.find_all("form") == []
     assert fresh(message_id).status == Status.QUEUED
+    # The tiles come along out of band: the failed count drops, the queued one rises.
+    assert answer.find("section", id="tiles")["hx-swap-oob"] == "true"
+    assert tiles(answer)["failed"] == "0" and tiles(answer)["queued"] == "1"
+    # Once more is refused: it is not failed any longer.
+    again = signed_in.post(form["hx-post"], headers=htmx(signed_in))
+    assert again.status_code == 409 and fresh(message_id).status == Status.QUEUED
+
+
+def test_dashboard_polls_for_its_live_part_alone(signed_in, make_in):
+    message_id = make_in(Status.FAILED, subject="Lost")
+    page = parse(signed_in.get("/"))
+    live = page.find("div", id="live")
+    assert live["hx-get"] == "/" and live["hx-trigger"] == "every 5s, outbox:visible"
+    assert "data-live" in live.attrs and live["hx-swap"] == "innerHTML"
+    response = signed_in.get("/", headers=htmx(signed_in))
+    assert response.status_code == 200 and "HX-Request" in response.vary
+    part = parse(response)
+    assert part.find_all("html") == [] and part.find_all("h1") == []  # no page around it
+    assert tiles(part)["failed"] == "1"
+    assert part.find("tr", id=f"failure-{message_id}").find("button").text == "Resend"
+    # The resend-all form is kept as it is across refreshes: a ticked box stays ticked.
+    assert part.find("form", id="resend-all")["hx-preserve"] == "true"
+    assert [t.text for t in part.find_all("h2")] == [
+        "Sent and failed per hour, last 24 hours (UTC)", "Latest failures", "Workers"
+    ]  # fmt: skip
+
+
+def test_dashboard_resend_without_javascript_goes_back_to_the_dashboard(signed_in, make_in):
+    message_id = make_in(Status.FAILED)
+    response = signed_in.post(f"/failures/{message_id}/resend",
+                              data={"csrf_token": csrf(signed_in, "/")})  # fmt: skip
+    assert (response.status_code, response.headers["Location"]) == (302, "/")
+    assert fresh(message_id).status == Status.QUEUED
+    assert signed_in.post("/failures/987654/resend", headers=htmx(signed_in)).status_code == 404
+    assert signed_in.post(f"/failures/{message_id}/resend").status_code == 400  # no CSRF token
 
 
 def tiles(page: Element) -> dict[str, str]:
@@ -536,14 +588,38 @@ def tiles(page: Element) -> dict[str, str]:
 def test_dashboard_counts_messages_per_status_and_the_oldest_waiting_age(signed_in, make_in):
     now = utcnow()
     make_in(Status.QUEUED, now=now - timedelta(hours=3, minutes=5, seconds=10))
-    make_in(Status.DEFERRED, now=now - timedelta(days=2, hours=4, minutes=1))
+    # Made 9 days ago, due 2 h ago: it has waited since it became due, not since made.
+    make_in(
+        Status.QUEUED, now=now - timedelta(days=9), send_after=now - timedelta(hours=4, minutes=2)
+    )
+    make_in(Status.QUEUED, now=now - timedelta(days=20), send_after=now + timedelta(hours=1))
+    make_in(Status.DEFERRED, now=now - timedelta(days=2, hours=4, minutes=1))  # retry ahead
     make_in(Status.FAILED, now=now - timedelta(days=9))  # not waiting
     for status in (Status.SENT, Status.SENT, Status.CANCELLED, Status.SENDING):
         make_in(status)
     page = parse(signed_in.get("/"))
-    assert tiles(page) == {"queued": "1", "sending": "1", "deferred": "1", "sent": "2",
-                           "failed": "1", "cancelled": "1", "oldest waiting": "2d 4h"}  # fmt: skip
+    assert tiles(page) == {"queued": "3", "sending": "1", "deferred": "1", "sent": "2",
+                           "failed": "1", "cancelled": "1", "oldest waiting": "4h 2m"}  # fmt: skip
     assert page.find("a", class_="tile-queued")["href"] == "/messages?status=queued"
+    due = page.find("div", class_="tile-oldest").find("time")
+    assert due["title"] == f"due since {when(now - timedelta(hours=4, minutes=2))} UTC"
+
+
+@pytest.mark.all_databases
+def test_oldest_waiting_is_the_earliest_due_time_that_has_come(app, make_in, make_message):
+    now = utcnow()
+    assert reports.oldest_waiting(now) is None
+    make_message(now=now - timedelta(days=3), send_after=now + timedelta(days=1))
+    assert reports.oldest_waiting(now) is None  # made long ago, but not due yet
+    deferred = make_in(Status.DEFERRED)  # due again after the retry delay
+    retry_at = fresh(deferred).next_attempt_at
+    assert reports.oldest_waiting(now) is None
+    assert reports.oldest_waiting(retry_at + timedelta(seconds=1)) == retry_at
+    make_message(now=now - timedelta(hours=1), priority=-5)
+    make_message(now=now - timedelta(minutes=30), priority=9)
+    assert reports.oldest_waiting(now) == now - timedelta(hours=1)  # whatever its priority
+    queue.send_now(deferred, now=now - timedelta(hours=2))
+    assert reports.oldest_waiting(now) == now - timedelta(hours=2)
 
 
 def test_dashboard_without_waiting_messages_shows_no_age(signed_in, make_in):
@@ -589,7 +665,7 @@ def test_dashboard_lists_latest_failures_each_with_a_resend_button(signed_in, ma
     rows = table.find("tbody").find_all("tr")
     assert [tr["id"] for tr in rows] == [f"failure-{i}" for i in reversed(failed)]
     for n, tr in zip(range(2, -1, -1), rows, strict=True):
-        assert buttons(tr) == {"Resend": f"/messages/{failed[n]}/resend"}
+        assert buttons(tr) == {"Resend": f"/failures/{failed[n]}/resend"}
         assert f"Lost {n}" in tr.text and f"550 no {n}" in tr.text
     assert "Not a failure" not in page.text
 
@@ -661,17 +737,24 @@ def test_markup_in_data_shows_as_text_on_every_page(signed_in, make_message):
         response = signed_in.get(path)
         html = response.get_data(as_text=True)
         page = parse(html)
-        assert [s["src"] for s in page.find_all("script")] == ["/static/htmx.min.js"]
+        scripts = page.find_all("script")  # the app's own files only, none inline
+        assert "/static/htmx.min.js" in [s.get("src") for s in scripts]
+        assert all((s.get("src") or "").startswith("/static/") and not s.text for s in scripts)
         assert page.find_all("img") == []
         assert not any(name.startswith("on") for e in page.iter() for name in e.attrs)
-        for text in (f"{SCRIPT} order", f'"{IMG}"', f"550 {SCRIPT} {IMG}"):
+        # The list shows addresses, the name only on hover.
+        named = f'"{IMG}" <ann@example.com>'
+        if path == "/messages":
+            assert any(e.get("title") == named for e in page.iter())
+        for text in (f"{SCRIPT} order", f"550 {SCRIPT} {IMG}"):
             assert text in page.text, (path, text)
+        assert f'"{IMG}"' in page.text or path == "/messages"
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
         assert "&lt;img src=x onerror=alert(1)&gt;" in html
     page = parse(signed_in.get(f"/messages/{message.id}"))
     assert page.find("pre", class_="body").text == f"Body {SCRIPT} {IMG}"
     assert page.find("ul", class_="attachments").find("a").text == f"{IMG}.txt"
-    assert page.find("title").text.startswith(f"{SCRIPT} order")
+    assert page.find("title").text.startswith(f"#{message.id} {SCRIPT} order")
 
 
 def test_compose_with_no_recipient_names_every_other_bad_field_too(signed_in):
@@ -703,3 +786,251 @@ def test_a_search_reads_a_window_of_ids_and_pages_on_to_older_ones(
     assert f"before={ids[5]}" in older
     second = parse(signed_in.get(older))
     assert found(second) == ["needle 1"]
+
+
+def test_dashboard_warnings_keep_their_id_while_they_last_so_a_refresh_leaves_them(app, signed_in):
+    app.config["POLL_INTERVAL"] = 60.0
+    started = utcnow()
+
+    def warnings() -> list[tuple[str, str]]:
+        part = parse(signed_in.get("/", headers=htmx(signed_in)))
+        found = part.find_all(role="alert")
+        assert all(p["hx-preserve"] == "true" for p in found)
+        return [(p["id"], p.text) for p in found]
+
+    assert warnings() == [("no-worker", "No worker has been seen in the last 120 seconds: "
+                                        "queued mail is not being sent.")]  # fmt: skip
+    heartbeats.fault("w1", started, "530 5.7.0 Authentication required")
+    ((first, text),) = warnings()
+    assert first.startswith("fault-") and "530 5.7.0 Authentication required" in text
+    heartbeats.fault("w1", started, "530 5.7.0 Authentication required")
+    assert [i for i, _ in warnings()] == [first]  # the same fault: the same element
+    heartbeats.fault("w1", started, "535 5.7.8 Bad credentials")  # another error, same since
+    ((second, text),) = warnings()
+    assert second != first and "535 5.7.8 Bad credentials" in text
+    heartbeats.fault("w1", started, None)
+    assert warnings() == []
+
+
+# --- issue 13: error pages, confirmations, bulk actions, search counts, the message page ---
+
+
+def test_a_page_that_is_not_there_is_a_styled_404_with_the_navigation(signed_in):
+    for path, code in (("/no-such-page", 404), ("/messages/987654", 404),
+                       ("/messages/1/cancel", 405)):  # fmt: skip
+        response = signed_in.get(path)
+        assert response.status_code == code and response.mimetype == "text/html"
+        page = parse(response)
+        assert page.find("p", class_="error-code").text == str(code)
+        assert page.find("form", class_="sign-out").find("span").text == "staff@example.com"
+        assert "Content-Security-Policy" in response.headers
+
+
+def test_the_api_keeps_its_json_errors(signed_in):
+    for path, method, code in (("/api/no-such", "get", 404), ("/api/messages", "delete", 405)):
+        response = getattr(signed_in, method)(path)
+        assert (response.status_code, response.mimetype) == (code, "application/json")
+        assert "error" in response.get_json()
+
+
+def test_a_500_page_renders_without_the_database(app, signed_in, monkeypatch):
+    app.config["PROPAGATE_EXCEPTIONS"] = False
+    statements: list[str] = []
+
+    def record(conn, cursor, statement, *rest):  # type: ignore[no-untyped-def]
+        statements.append(statement)
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        # From here on the database is "down": any statement is one too many.
+        event.listen(db.engine, "before_cursor_execute", record)
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(reports, "page", broken)
+    try:
+        response = signed_in.get("/messages")
+    finally:
+        if event.contains(db.engine, "before_cursor_execute", record):
+            event.remove(db.engine, "before_cursor_execute", record)
+    assert response.status_code == 500
+    page = parse(response)
+    assert page.find("h1").text == "Something went wrong" and "boom" not in page.text
+    assert page.find("form", class_="sign-out")  # the user loaded before the error
+    assert statements == []
+
+
+def test_cancel_and_send_again_ask_first_without_javascript(signed_in, make_in):
+    queued, sent = make_in(Status.QUEUED), make_in(Status.SENT)
+    for pk, action in ((queued, "cancel"), (sent, "send-again")):
+        path = f"/messages/{pk}/{action}"
+        token = csrf(signed_in, f"/messages/{pk}")
+        asked = signed_in.post(path, data={"csrf_token": token})
+        assert asked.status_code == 200 and stored(Message) == 2
+        form = parse(asked).find("form", class_="confirm")
+        assert form["action"] == path
+        assert form.find("input", name="confirmed")["value"] == "yes"
+        assert form.find("a").get("href") == f"/messages/{pk}"
+        data = {i["name"]: i["value"] for i in form.find_all("input")}
+        assert signed_in.post(path, data=data).status_code == 302
+    assert fresh(queued).status == "cancelled" and stored(Message) == 3
+    # htmx asks in the browser, and says yes in the request (hx-vals) only after that.
+    state = parse(signed_in.get(f"/messages/{sent}")).find("section", id="state")
+    (button,) = [f for f in state.find_all("form") if f.find("button").text == "Send again"]
+    assert button["hx-confirm"].startswith(f"Send message #{sent} again?")
+    assert json.loads(button["hx-vals"]) == {"confirmed": "yes"}
+
+
+def bulk_post(client, ids, move, confirmed=True, htmx_headers=None, query=""):  # type: ignore[no-untyped-def]
+    data: dict[str, object] = {"ids": [str(i) for i in ids], "move": move}
+    if confirmed:
+        data["confirmed"] = "yes"
+    if htmx_headers is None:
+        data["csrf_token"] = csrf(client, "/messages")
+    return client.post(f"/messages/bulk{query}", data=data, headers=htmx_headers or {})
+
+
+@pytest.mark.all_databases
+def test_bulk_resend_moves_only_what_each_status_allows_and_says_how_many(signed_in, mixed):
+    chosen = [*mixed[Status.FAILED][:2], mixed[Status.CANCELLED][0], mixed[Status.SENT][0],
+              mixed[Status.QUEUED][0]]  # fmt: skip
+    before = {pk: fresh(pk).status for pk in chosen}
+    asked = bulk_post(signed_in, chosen, "resend", confirmed=False)
+    assert asked.status_code == 200 and {pk: fresh(pk).status for pk in chosen} == before
+    page = parse(asked)
+    assert page.find("h1").text == "Resend 3 messages?"
+    form = page.find("form", class_="confirm")
+    assert sorted(int(i["value"]) for i in form.find_all("input", name="ids")) == sorted(chosen)
+    done = bulk_post(signed_in, chosen, "resend", query="?status=failed")
+    assert done.status_code == 302 and done.headers["Location"] == "/messages?status=failed"
+    after = parse(signed_in.get(done.headers["Location"]))
+    assert after.find("p", class_="notice").text == (
+        "3 queued again; 2 skipped (not failed or cancelled)."
+    )
+    assert [fresh(pk).status for pk in chosen] == ["queued"] * 3 + ["sent", "queued"]
+
+
+def test_bulk_cancel_over_htmx_answers_the_listing_with_its_tally(signed_in, mixed):
+    chosen = [*mixed[Status.QUEUED], *mixed[Status.DEFERRED], *mixed[Status.FAILED]]
+    headers = htmx(signed_in, "/messages")
+    response = bulk_post(signed_in, chosen, "cancel", htmx_headers=headers, query="?status=all")
+    assert response.status_code == 200
+    listing = parse(response).find("div", id="listing")
+    assert listing.find("p", class_="notice").text == (
+        "3 cancelled; 3 skipped (not queued or deferred)."
+    )
+    assert {fresh(pk).status for pk in chosen[:3]} == {"cancelled"}
+    assert {fresh(pk).status for pk in chosen[3:]} == {"failed"}
+
+
+@pytest.mark.parametrize("data", [
+    {"ids": ["1"], "move": "delete"}, {"ids": ["x"], "move": "cancel"},
+    {"ids": ["0"], "move": "cancel"}, {"ids": [str(2**63)], "move": "cancel"},
+    {"ids": [str(n) for n in range(1, 502)], "move": "cancel"},
+])  # fmt: skip
+def test_bulk_refuses_what_is_not_a_move_of_message_ids(signed_in, make_in, data):
+    pk = make_in(Status.QUEUED)
+    sent = {**data, "confirmed": "yes", "csrf_token": csrf(signed_in, "/messages")}
+    response = signed_in.post("/messages/bulk", data=sent)
+    assert response.status_code == 400 and fresh(pk).status == "queued"
+
+
+def test_every_row_can_be_chosen_and_links_to_its_message_with_the_way_back(signed_in, mixed):
+    page = parse(signed_in.get("/messages?status=failed&q=m"))
+    rows = page.find("tbody", id="rows").find_all("tr")
+    assert len(rows) == 3
+    for tr, pk in zip(rows, sorted(mixed[Status.FAILED], reverse=True), strict=True):
+        assert tr.find("input", name="ids")["value"] == str(pk)
+        assert tr.find("td", class_="id").text == f"#{pk}"
+        assert tr.find("td", class_="source").text.strip() == "test"
+        link = tr.find("a", class_="row-link")
+        shown = parse(signed_in.get(link["href"]))
+        assert shown.find("p", class_="back").find("a")["href"] == "/messages?status=failed&q=m"
+
+
+@pytest.mark.parametrize("back", ["//evil.example/x", "https://evil.example/", "/\\evil.example",
+                                  "javascript:alert(1)", "/messages\n", "", "x"])  # fmt: skip
+def test_the_way_back_is_only_ever_a_local_path(signed_in, make_in, back):
+    pk = make_in(Status.SENT)
+    page = parse(signed_in.get(f"/messages/{pk}", query_string={"back": back}))
+    assert page.find("p", class_="back").find("a")["href"] == "/messages"
+
+
+@pytest.mark.all_databases
+def test_a_search_says_how_many_it_found_for_what_and_how_to_clear_it(
+    signed_in, make_message, monkeypatch
+):
+    for n in range(4):
+        make_message(subject=f"invoice {n}")
+    make_message(subject="receipt")
+    page = parse(signed_in.get("/messages?q=INVOICE"))
+    said = page.find("p", class_="searched")
+    assert " ".join(said.text.split()) == "4 messages match “INVOICE”. Clear search"
+    assert said.find("a")["href"] == "/messages?status=all"
+    monkeypatch.setattr(reports, "COUNT_CAP", 3)
+    said = parse(signed_in.get("/messages?q=invoice")).find("p", class_="searched")
+    assert said.find("strong").text == "3+"
+    assert parse(signed_in.get("/messages")).find_all("p", class_="searched") == []
+
+
+def partly_sent(message_id: int, now: datetime) -> None:
+    """An attempt that one recipient took and the other refused for good."""
+    held = claim(message_id, now=now)
+    entries = fresh(message_id).recipients
+    replies = {"here@example.com": ACCEPTED,
+               "gone@example.com": Reply(Outcome.FAILED, 550, "5.1.1 no such user")}  # fmt: skip
+    settled = settle(entries, replies, 1, held.max_attempts)
+    done = queue.Finished(held, settled.outcome, now, settled.code, settled.error,
+                          settled.recipients, reply="2.0.0 Ok: queued as 4Xk2")  # fmt: skip
+    assert queue.record([done])
+
+
+def test_a_partly_delivered_message_reads_as_a_refusal_not_a_failure(signed_in, make_message):
+    message = make_message(to=["here@example.com", "gone@example.com"])
+    partly_sent(message.id, utcnow())
+    state = parse(signed_in.get(f"/messages/{message.id}")).find("section", id="state")
+    dl = state.find("dl", class_="facts")
+    shown = facts(dl)
+    assert shown["Status"] == "partly delivered" and "Last error" not in shown
+    assert "gone@example.com: 550 5.1.1 no such user" in shown["Refused"]
+    assert [s.text for s in dl.find_all("span", class_="status")] == ["partly delivered"]
+    assert dl.find("dd", class_="warn-text") and not dl.find_all("dd", class_="error-text")
+    (attempt,) = state.find("table", class_="attempts").find("tbody").find_all("tr")
+    assert attempt.find_all("td")[-1].classes == ["warn-text"]
+
+
+def test_a_sent_attempt_shows_the_servers_reply(signed_in, make_message):
+    message = make_message()
+    held = claim(message.id)
+    assert queue.record(
+        [queue.Finished(held, Outcome.SENT, utcnow(), reply="2.0.0 Ok: queued as 4Xk2")]
+    )
+    page = parse(signed_in.get(f"/messages/{message.id}"))
+    (attempt,) = page.find("table", class_="attempts").find("tbody").find_all("tr")
+    assert attempt.find("td", class_="reply").text == "2.0.0 Ok: queued as 4Xk2"
+
+
+@pytest.mark.parametrize("html, noted", [
+    ('<p><img src="https://tracker.example/p.gif"></p>', True),
+    ("<table><td background=//cdn.example/bg.png>x</td></table>", True),
+    ('<div style="background: url(\'http://cdn.example/a.png\')">x</div>', True),
+    ('<img srcset="a.png 1x, https://cdn.example/b.png 2x">', True),
+    ('<img src="data:image/png;base64,iVBO//Rw0KGgo=">', False),
+    ('<a href="https://shop.example/">shop</a> https://shop.example/', False),
+])  # fmt: skip
+def test_the_message_page_says_when_remote_images_were_not_loaded(
+    signed_in, make_message, html, noted
+):
+    message = make_message(html=html)
+    page = parse(signed_in.get(f"/messages/{message.id}"))
+    notes = page.find_all("p", class_="note")
+    assert [n.text.startswith("Remote images were not loaded") for n in notes] == (
+        [True] if noted else []
+    )
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_the_message_page_has_no_empty_rows(signed_in, make_in, status):
+    pk = make_in(status, priority=0)
+    page = parse(signed_in.get(f"/messages/{pk}"))
+    for dl in page.find_all("dl", class_="facts"):
+        assert all(value for value in facts(dl).values()), facts(dl)
+    assert "Priority" not in facts(page.find_all("dl", class_="facts")[0])

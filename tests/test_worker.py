@@ -53,6 +53,7 @@ def test_a_drain_sends_each_due_message_once_over_one_connection_a_batch(
         assert before <= row.sent_at <= utcnow()
         (attempt,) = attempts_of(message.id)
         assert (attempt.outcome, attempt.smtp_code, attempt.error) == ("sent", None, None)
+        assert attempt.reply == "OK queued"  # the server's words at the final dot
     assert fresh(later.id).status == Status.QUEUED
     assert Worker().drain() == Tally()
     assert len(smtp.received) == 5
@@ -184,6 +185,18 @@ def test_a_refused_recipient_is_noted_and_the_others_get_the_message(smtp_app, s
     assert "gone@example.com: 550 5.1.1 no such user" in row.last_error
     (attempt,) = attempts_of(message.id)
     assert (attempt.outcome, attempt.error) == ("sent", row.last_error)
+    assert attempt.reply == "OK queued"
+
+
+@pytest.mark.all_databases
+def test_a_long_accepting_reply_is_kept_cut_and_a_refusal_keeps_none(smtp_app, smtp, make_message):
+    smtp.recorder.data_replies.extend(["250 2.0.0 queued as " + "Q" * 400, "554 5.7.1 spam"])
+    taken, refused = make_message(), make_message()
+    assert Worker().drain() == Tally(sent=1, failed=1)
+    (attempt,) = attempts_of(taken.id)
+    assert attempt.reply == ("2.0.0 queued as " + "Q" * 400)[:255]
+    (attempt,) = attempts_of(refused.id)
+    assert (attempt.outcome, attempt.smtp_code, attempt.reply) == ("failed", 554, None)
 
 
 def test_an_unreachable_server_defers_every_claimed_message(app, make_message):

@@ -9,12 +9,22 @@ from .attachments import Damaged, read_attachments
 from .claims import Claim, claim_batch, has_due, release, release_held, renew
 from .moves import MoveRefused
 from .outcomes import Finished, record, release_stale
-from .staff import cancel, resend, resend_all_failed, send_again, send_now
+from .staff import (
+    Moved,
+    cancel,
+    cancel_many,
+    resend,
+    resend_all_failed,
+    resend_many,
+    send_again,
+    send_now,
+)
 from .store import BATCH_KEY_SEPARATOR, Queued, batch_fingerprint, enqueue, enqueue_batch
 
 __all__ = [
     "BATCH_KEY_SEPARATOR", "Claim", "Damaged", "Finished", "MoveRefused", "Queued",
-    "batch_fingerprint", "cancel", "claim_batch", "enqueue", "enqueue_batch", "has_due",
+    "Moved", "batch_fingerprint", "cancel", "cancel_many", "claim_batch", "enqueue",
+    "enqueue_batch", "has_due",
     "read_attachments", "record", "release", "release_held", "release_stale", "renew",
-    "resend", "resend_all_failed", "send_again", "send_now",
+    "resend", "resend_all_failed", "resend_many", "send_again", "send_now",
 ]  # fmt: skip

@@ -1,13 +1,26 @@
 """How a message's status is written: the one guarded UPDATE that every move of the queue uses."""
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import ColumnElement, CursorResult, Executable, Table, Update, update
+from sqlalchemy import (
+    ColumnElement,
+    CursorResult,
+    Executable,
+    Table,
+    Update,
+    bindparam,
+    case,
+    null,
+    update,
+)
 
 from ..extensions import db
-from ..models import Attempt, Message
+from ..models import Attempt, Message, Timestamp, utcnow
 from ..status import MOVES, Status
+
+SETTLED = frozenset({Status.SENT, Status.FAILED, Status.CANCELLED})
 
 # Statements on the tables, not the mapped classes: the session then runs them as
 # plain SQL and reuses their cache keys, instead of preparing each again for the ORM.
@@ -54,9 +67,27 @@ def guarded(
         if status is None:
             status = news[0].value
         values["status"] = status
+        values.setdefault("settled_at", _settled_at(news, status))  # retention (issue 14)
+    if new is not None and Status.QUEUED in news and any(o in SETTLED for o in olds):
+        # retention (issue 14): a message whose bodies were dropped is never sent again.
+        where = (*where, MESSAGES.c.bodies_dropped_at.is_(None))
     column = MESSAGES.c.status
     expected = column == olds[0].value if len(olds) == 1 else column.in_([o.value for o in olds])
     return update(MESSAGES).where(expected, *where).values(**values)
+
+
+def _settled_at(news: tuple[Status, ...], status: Any) -> Any:
+    """When a message settled, for outbox.retention: now for a settled status, else NULL.
+
+    The time is a parameter read when the statement runs, so a cached statement is
+    never stuck with the time it was made.
+    """
+    if not any(n in SETTLED for n in news):
+        return null()
+    now = bindparam("settled_now", callable_=utcnow, type_=Timestamp)
+    if all(n in SETTLED for n in news):
+        return now
+    return case((status.in_([n.value for n in SETTLED]), now), else_=null())
 
 
 def changed(stmt: Executable, params: dict[str, Any] | None = None) -> int:
@@ -70,3 +101,25 @@ def move_one(message_id: int, old: Iterable[Status], new: Status, **values: Any)
     moved = changed(guarded(old, new, MESSAGES.c.id == message_id, **values)) == 1
     db.session.commit()
     return moved
+
+
+def due_again(now: datetime) -> ColumnElement[Any]:
+    """When a message queued again (resend) is due: now, or its send_after if still ahead.
+
+    A cancelled message may never have reached its send_after; queuing it again must not
+    send it early.
+    """
+    return case((MESSAGES.c.send_after > now, MESSAGES.c.send_after), else_=now)
+
+
+# --- retention (issue 14): the two writes of outbox.retention, beside every other UPDATE ---
+def drop_bodies(ids: list[int], now: datetime) -> int:
+    """Empty the bodies of these settled messages and mark when; their status stays."""
+    settled = MESSAGES.c.status.in_([s.value for s in SETTLED])
+    stmt = update(MESSAGES).where(MESSAGES.c.id.in_(ids), settled)
+    return changed(stmt.values(text_body=None, html_body=None, bodies_dropped_at=now))
+
+
+def forget_originals(ids: list[int]) -> None:
+    """Unlink the copies of these messages before they go (ON DELETE SET NULL by hand)."""
+    changed(update(MESSAGES).where(MESSAGES.c.resent_from.in_(ids)).values(resent_from=None))

@@ -9,7 +9,7 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 
 from ..extensions import db
-from ..models import utcnow
+from ..models import REPLY_CHARS, utcnow
 from ..status import Outcome, Retry, Status
 from .claims import Claim
 from .moves import ATTEMPTS, MESSAGES, changed, guarded
@@ -29,6 +29,7 @@ class Finished:
     # The server's or the settings' fault: deferred on the retry schedule, but the
     # attempt is added to the message's allowance, so such faults never fail it.
     fault: bool = False
+    reply: str | None = None  # the server's words when it took the mail
 
 
 def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int, Status]:
@@ -73,6 +74,7 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
             "outcome": outcome.value,
             "smtp_code": done.code,
             "error": error,
+            "reply": done.reply[:REPLY_CHARS] if done.reply else None,
         }
         for group in moves.values()
         for done, outcome, error in group
@@ -231,7 +233,7 @@ def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
         if changed(stmt) == 1:
             attempt = {"message_pk": row.id, "started_at": row.locked_at, "finished_at": now,
                        "worker_id": row.locked_by, "outcome": Outcome.WORKER_LOST.value,
-                       "smtp_code": None, "error": error}  # fmt: skip
+                       "smtp_code": None, "error": error, "reply": None}  # fmt: skip
             db.session.execute(insert(ATTEMPTS), attempt)
             count += 1
         db.session.commit()

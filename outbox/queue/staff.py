@@ -1,5 +1,7 @@
-"""What staff (and the API) do to one message or to all failed ones: cancel, resend, send now."""
+"""What staff (and the API) do to one message, to chosen ones or to all failed ones."""
 
+from collections.abc import Collection
+from dataclasses import dataclass
 from datetime import datetime
 
 from ..addresses import Kind
@@ -9,7 +11,7 @@ from ..extensions import db
 from ..models import Message, utcnow
 from ..status import Status, sources
 from .attachments import read_attachments
-from .moves import MESSAGES, MoveRefused, changed, guarded, move_one
+from .moves import MESSAGES, MoveRefused, changed, due_again, guarded, move_one
 from .store import enqueue
 
 
@@ -22,9 +24,11 @@ def cancel(message_id: int) -> None:
 def resend(message_id: int, allowance: int, now: datetime | None = None) -> None:
     """Queue a failed or cancelled message again, keeping its attempt history.
 
-    It gets a fresh allowance of attempts on top of those already made.
+    It gets a fresh allowance of attempts on top of those already made, and is due now,
+    or at its send_after if that is still ahead.
     """
-    again = {"next_attempt_at": now or utcnow(), "max_attempts": MESSAGES.c.attempts + allowance}
+    again = {"next_attempt_at": due_again(now or utcnow()),
+             "max_attempts": MESSAGES.c.attempts + allowance}  # fmt: skip
     if not move_one(message_id, (Status.FAILED, Status.CANCELLED), Status.QUEUED, **again):
         raise MoveRefused(f"message {message_id} is not failed or cancelled")
 
@@ -41,7 +45,7 @@ def send_now(message_id: int, now: datetime | None = None) -> None:
 
 def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
     """Queue every failed message again; return how many."""
-    stmt = guarded(Status.FAILED, Status.QUEUED, next_attempt_at=now or utcnow(),
+    stmt = guarded(Status.FAILED, Status.QUEUED, next_attempt_at=due_again(now or utcnow()),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
     count = changed(stmt)
     db.session.commit()
@@ -53,6 +57,8 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
     old = db.session.get(Message, message_id)
     if old is None or old.status != Status.SENT.value:
         raise MoveRefused(f"message {message_id} is not sent")
+    if old.bodies_dropped_at is not None:  # retention dropped what would be sent
+        raise MoveRefused(f"message {message_id} has no bodies any more (retention)")
     draft = Draft(
         from_addr=old.sender,
         to=old.recipients_of(Kind.TO),
@@ -66,4 +72,32 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         priority=old.priority,
         attachments=[Upload(*found) for found in read_attachments(message_id)],
     )
-    return enqueue(draft, source=source, max_attempts=max_attempts)[0]
+    return enqueue(draft, source=source, max_attempts=max_attempts, resent_from=message_id)[0]
+
+
+@dataclass(frozen=True)
+class Moved:
+    """What a move of chosen messages did: how many moved, how many were not in a status for it."""
+
+    done: int
+    skipped: int
+
+
+def cancel_many(message_ids: Collection[int]) -> Moved:
+    """Cancel those of the chosen messages that are queued or deferred; commit."""
+    ids = set(message_ids)
+    stmt = guarded(sources(Status.CANCELLED), Status.CANCELLED, MESSAGES.c.id.in_(ids))
+    done = changed(stmt)
+    db.session.commit()
+    return Moved(done, len(ids) - done)
+
+
+def resend_many(message_ids: Collection[int], allowance: int, now: datetime | None = None) -> Moved:
+    """Queue those of the chosen messages that are failed or cancelled again; commit."""
+    ids = set(message_ids)
+    stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED, MESSAGES.c.id.in_(ids),
+                   next_attempt_at=now or utcnow(),
+                   max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
+    done = changed(stmt)
+    db.session.commit()
+    return Moved(done, len(ids) - done)

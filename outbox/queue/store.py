@@ -28,11 +28,13 @@ def enqueue(
     max_attempts: int,
     now: datetime | None = None,
     idempotency_key: str | None = None,
+    resent_from: int | None = None,
 ) -> tuple[Message, bool]:
     """Store a message with all its attachments in one transaction.
 
     Returns the message and whether it is new: with an idempotency key already
-    used by this source, the earlier message comes back instead.
+    used by this source, the earlier message comes back instead. resent_from: the sent
+    message this one copies (staff's "Send again").
     """
     row = _message_row(
         draft,
@@ -41,6 +43,7 @@ def enqueue(
         max_attempts=max_attempts,
         idempotency_key=idempotency_key,
         request_hash=draft.fingerprint() if idempotency_key else None,
+        resent_from=resent_from,
     )
     try:
         if draft.attachments or AUTOCOMMIT not in db.engines:
@@ -156,6 +159,7 @@ def _message_row(draft: Draft, now: datetime, **values: object) -> dict[str, obj
         "next_attempt_at": max(draft.send_after, now) if draft.send_after else now,
         "created_at": now,
         "attachment_count": len(draft.attachments),
+        "resent_from": None,
         **values,
     }
 

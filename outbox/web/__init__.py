@@ -1,14 +1,28 @@
 """The staff pages: sign-in protection, security headers and the page blueprints."""
 
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from flask import Flask, Request, Response, redirect, request, url_for
+from flask import (
+    Blueprint,
+    Flask,
+    Request,
+    Response,
+    g,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
 from flask.sessions import SecureCookieSession, SecureCookieSessionInterface
+from flask_login import current_user
+from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from .. import accounts
+from .. import accounts, health
 from ..extensions import csrf, login_manager
+from ..models import utcnow
 
 # Only the app's own scripts and styles; the HTML body of a message gets a stricter
 # policy of its own (see messages.html_body).
@@ -18,22 +32,37 @@ CONTENT_SECURITY_POLICY = (
     "frame-ancestors 'self'"
 )
 # The blueprints of the pages.
-PAGES = ("auth", "dashboard", "messages")
+PAGES = ("auth", "dashboard", "messages", "bulk", "admin")
+# What the error pages say, by status code.
+ERRORS = {
+    400: ("Bad request", "The page could not make sense of what was sent."),
+    403: ("Not allowed for your role", "Ask an admin if you need to do this."),
+    404: ("Not found", "There is no page at this address, or the message is gone."),
+    405: ("Not allowed", "This address does not take that kind of request."),
+    409: ("Not possible now", "The message is no longer in a state for that."),
+    500: ("Something went wrong", "The page failed; the error is in the server's log."),
+}
 
 
 def _is_api() -> bool:
     return request.path.startswith("/api/")
 
 
+def _sessionless() -> bool:
+    """The API, and the probes and metrics (health.PATHS): no cookie session."""
+    return _is_api() or request.path in health.PATHS
+
+
 class HttpsAwareSessions(SecureCookieSessionInterface):
-    """Session cookies marked Secure whenever the request came over HTTPS; none for the API.
+    """Session cookies marked Secure whenever the request came over HTTPS; none for the API
+    nor the probes.
 
     The API authenticates each request by its token: opening (unsigning) and saving a
     cookie session there would only cost time.
     """
 
     def open_session(self, app: Flask, request: Request) -> SecureCookieSession | None:
-        if _is_api():
+        if _sessionless():
             return None  # Flask puts a NullSession in, which refuses to be written
         return super().open_session(app, request)
 
@@ -60,6 +89,21 @@ def when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else ""
 
 
+def ago(moment: datetime | None, now: datetime | None = None) -> str:
+    """A stored UTC time relative to now, the way people say it: "3 min ago", "in 2 h"."""
+    if moment is None:
+        return ""
+    span = ((now or utcnow()) - moment).total_seconds()
+    ahead, seconds = span < 0, abs(int(span))
+    if seconds < 10:
+        return "just now"
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if seconds >= size:
+            amount = f"{seconds // size} {unit}"
+            break
+    return f"in {amount}" if ahead else f"{amount} ago"
+
+
 def age(span: timedelta) -> str:
     """A duration the short way: 45s, 12m, 3h 5m, 2d 4h."""
     seconds = max(int(span.total_seconds()), 0)
@@ -83,9 +127,52 @@ def unauthorized() -> Any:
     return redirect(target)
 
 
+def error_page(exc: HTTPException) -> tuple[str, int]:
+    """A styled page with the navigation, for an error on a page.
+
+    It reads no database: the user shown is the one this request loaded already, if any,
+    so a 500 page renders while the database is down.
+    """
+    code = exc.code or 500
+    title, text = ERRORS.get(code, (exc.name, ""))
+    detail = exc.description if code in (400, 403, 409) else None
+    # Any other error may load the user, to show the navigation.
+    staff = g.get("_login_user") if code == 500 else current_user
+    known = staff if getattr(staff, "is_authenticated", False) else None
+    page = render_template("error.html", code=code, title=title, text=text, detail=detail,
+                           staff=known)  # fmt: skip
+    return page, code
+
+
+def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
+    """Error pages for the pages, while /api/ keeps its JSON.
+
+    A URL no route takes has no blueprint: its 404 and 405 are the app's, and a handler
+    registered before (the API's, for /api/) keeps answering its own URLs. The other
+    errors are the page blueprints' own, so the API's handlers never meet them.
+    """
+    for code in (404, 405):
+        earlier = list(app.error_handler_spec[None][code].values())
+
+        def handle(exc: HTTPException, earlier: list[Callable[..., Any]] = earlier) -> Any:
+            if _is_api():
+                return earlier[0](exc) if earlier else exc
+            if request.path in health.PATHS:
+                return exc  # Werkzeug's own short page: no session, no CSRF token
+            return error_page(exc)
+
+        app.register_error_handler(code, handle)
+    for blueprint in blueprints:
+        # The blueprints outlive an app: another create_app finds them handled already.
+        for code in (400, 403, 409, 500):
+            if not blueprint.error_handler_spec[None][code]:
+                blueprint.register_error_handler(code, error_page)
+
+
 def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
-    from . import auth, dashboard, messages
+    from . import admin, auth, bulk, dashboard, messages
+    from .roles import can
 
     # Flask's defaults hold the key already (as None), so setdefault would not set it.
     app.config["SESSION_COOKIE_SAMESITE"] = app.config["SESSION_COOKIE_SAMESITE"] or "Lax"
@@ -97,8 +184,12 @@ def init_app(app: Flask) -> None:
     login_manager.user_loader(accounts.load)
     login_manager.unauthorized_handler(unauthorized)
     csrf.init_app(app)
-    for blueprint in (auth.bp, dashboard.bp, messages.bp):
+    blueprints = [auth.bp, dashboard.bp, messages.bp, bulk.bp, admin.bp]
+    page_errors(app, blueprints)
+    for blueprint in blueprints:
         app.register_blueprint(blueprint)
     app.after_request(security_headers)
     app.add_template_filter(when)
     app.add_template_filter(age)
+    app.add_template_filter(ago)
+    app.add_template_global(can)

@@ -4,7 +4,7 @@ from urllib.parse import urlsplit
 
 from flask import Blueprint, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
-from flask_login import login_user, logout_user
+from flask_login import current_user, login_user, logout_user
 from werkzeug.wrappers import Response
 
 from .. import accounts
@@ -44,5 +44,7 @@ def sign_in() -> ResponseReturnValue:
 
 @bp.post("/sign-out")
 def sign_out() -> Response:
+    if current_user.is_authenticated:
+        accounts.sign_out(current_user)  # a copy of the cookie ends too
     logout_user()
     return redirect(url_for("auth.sign_in"))

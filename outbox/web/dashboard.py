@@ -1,33 +1,65 @@
-"""The dashboard: how the queue is doing, what failed, which workers are alive."""
+"""The dashboard: how the queue is doing, what failed, which workers are alive; kept live."""
 
-from datetime import timedelta
+import hashlib
+from datetime import datetime, timedelta
+from typing import Any
 
-from flask import Blueprint, current_app, render_template, request
-from flask_login import login_required
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
+from flask_login import current_user, login_required
 
-from .. import heartbeats, reports
-from ..models import utcnow
+from .. import audit, heartbeats, pause, queue, reports
+from ..extensions import db
+from ..models import Message, WorkerBeat, utcnow
+from . import confirm
 from .forms import ActionForm, ResendAllForm
+from .roles import requires
 
 bp = Blueprint("dashboard", __name__)
 bp.before_request(login_required(lambda: None))
 
 CHART_HEIGHT = 120  # pixels of the tallest bar in the hourly chart
+# The page asks for its live part this often (templates/dashboard.html says it to htmx;
+# static/live.js pauses it while the tab is hidden). It never stops by itself (no 286):
+# a dashboard left open is there to see new mail come and go.
+REFRESH_SECONDS = 5
+# What the pause and resume buttons ask first (outbox.web.confirm).
+PAUSE_DETAIL = ("Every worker stops claiming messages within one poll interval; those in hand "
+                "are sent. Messages are still queued and wait until sending resumes.")  # fmt: skip
+RESUME_DETAIL = "The workers send the waiting messages from their next tick on."
 
 
-@bp.get("/")
-def index() -> str:
-    now = utcnow()
+def tiles(now: datetime) -> dict[str, Any]:
+    """What the tiles show: a count per status and when the longest waiting became due."""
+    due = reports.oldest_waiting(now)
+    age = (now - due) if due else None
+    return dict(counts=reports.status_counts(), oldest_due=due, oldest_age=age)
+
+
+def _warning_id(worker: WorkerBeat) -> str:
+    """An id that stays the same while the same fault of the same worker does (hx-preserve)."""
+    said = f"{worker.worker_id}\0{worker.fault_since}\0{worker.fault}"
+    return "fault-" + hashlib.sha256(said.encode()).hexdigest()[:16]
+
+
+def _live(now: datetime) -> dict[str, Any]:
+    """Everything the live part of the page shows."""
     hours = reports.hourly(now)
     peak = max((max(h.sent, h.failed) for h in hours), default=0) or 1
-    oldest = reports.oldest_waiting()
     workers = heartbeats.recent(now)
     quiet_after = timedelta(seconds=2 * current_app.config["POLL_INTERVAL"])
     alive = [w for w in workers if now - w.last_seen_at <= quiet_after]
-    return render_template(
-        "dashboard.html",
-        counts=reports.status_counts(),  # the tiles have no "all"
-        oldest_age=(now - oldest) if oldest else None,
+    return dict(
+        tiles(now),
         hours=hours,
         scale=CHART_HEIGHT / peak,
         peak=peak,
@@ -35,10 +67,99 @@ def index() -> str:
         failures=reports.latest_failures(),
         workers=workers,
         alive=alive,
-        failing=sorted((w for w in alive if w.fault), key=lambda w: w.fault_since or now),
+        failing=[
+            (w, _warning_id(w))
+            for w in sorted((w for w in alive if w.fault), key=lambda w: w.fault_since or now)
+        ],
         now=now,
         form=ActionForm(),
         resend_all=ResendAllForm(),
+        refresh=REFRESH_SECONDS,
+        paused=pause.current(),
+    )
+
+
+def _is_htmx() -> bool:
+    return bool(request.headers.get("HX-Request")) and not request.headers.get("HX-Boosted")
+
+
+def _answer(html: str) -> Response:
+    response = Response(html)
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
+@bp.get("/")
+def index() -> Response:
+    """The page; for htmx's poll, only its live part."""
+    context = _live(utcnow())
+    if _is_htmx():
+        return _answer(render_template("_live.html", **context))
+    return _answer(render_template(
+        "dashboard.html",
         requeued=request.args.get("requeued", type=int),
         confirm_needed=request.args.get("confirm") == "needed",
-    )
+        **context,
+    ))  # fmt: skip
+
+
+@bp.post("/failures/<int:message_pk>/resend")
+@requires("resend")
+def resend(message_pk: int) -> ResponseReturnValue:
+    """Resend one failed message; htmx gets its row and, out of band, the tiles it changed."""
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    message = db.session.get(Message, message_pk) if message_pk in range(1, 2**63) else None
+    if message is None:
+        abort(404)
+    try:
+        queue.resend(message_pk, current_app.config["MAX_ATTEMPTS"])
+    except queue.MoveRefused as exc:
+        abort(409, description=str(exc))
+    audit.record("resend", message_pk)
+    if not _is_htmx():
+        return redirect(url_for("dashboard.index"))
+    db.session.refresh(message)
+    now = utcnow()
+    return _answer(render_template("_failure_row.html", m=message, form=ActionForm(), now=now,
+                                   oob_tiles=True, **tiles(now)))  # fmt: skip
+
+
+@bp.post("/pause")
+@requires("pause")
+def pause_sending() -> ResponseReturnValue:
+    """Pause sending, once confirmed; an earlier pause stays as it was."""
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    reason = request.form.get("reason", "")
+    if not confirm.confirmed():
+        return confirm.confirm_page(
+            "Pause sending?", PAUSE_DETAIL, request.path, url_for("dashboard.index"),
+            {"reason": reason},
+        )  # fmt: skip
+    _, made = pause.pause(current_user.email, reason)
+    if made:
+        audit.record("pause", detail=reason or None)
+    return _changed()
+
+
+@bp.post("/resume")
+@requires("pause")
+def resume_sending() -> ResponseReturnValue:
+    """Resume sending, once confirmed: the workers claim again at their next tick."""
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    if not confirm.confirmed():
+        return confirm.confirm_page("Resume sending?", RESUME_DETAIL, request.path,
+                                    url_for("dashboard.index"))  # fmt: skip
+    # None if it was not paused (resumed elsewhere meanwhile): nothing to record.
+    if pause.resume() is not None:
+        audit.record("resume")
+    return _changed()
+
+
+def _changed() -> ResponseReturnValue:
+    """After a pause or resume: the page again, or for htmx its live part."""
+    if not _is_htmx():
+        return redirect(url_for("dashboard.index"))
+    return _answer(render_template("_live.html", **_live(utcnow())))

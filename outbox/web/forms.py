@@ -7,6 +7,7 @@ from wtforms import (
     BooleanField,
     EmailField,
     Field,
+    HiddenField,
     MultipleFileField,
     PasswordField,
     StringField,
@@ -31,6 +32,11 @@ class ComposeForm(FlaskForm):
     # Form field names that differ from the wire's: "from" is a Python keyword, which a
     # WTForms field cannot be named.
     FORM_NAMES = {"from": "sender"}
+    # Labels that differ from the schema's titles: the form takes send_after in the
+    # staff user's own time zone (compose.in_utc), not in UTC as the API does.
+    LABELS = {"send_after": "Send after"}
+
+    zone = HiddenField(default="UTC")
 
     @classmethod
     def name_of(cls, wire_name: str) -> str:
@@ -38,9 +44,9 @@ class ComposeForm(FlaskForm):
         return cls.FORM_NAMES.get(wire_name, wire_name)
 
 
-def _control(kind: str, shape: dict[str, Any]) -> Field:
+def _control(kind: str, shape: dict[str, Any], label: str) -> Field:
     """A text area for text that may span lines, files for attachments, a line otherwise."""
-    label, default = shape["title"], shape.get("default")
+    default = shape.get("default")
     if kind == "files":
         return MultipleFileField(label)
     (value, *_) = [b for b in shape.get("anyOf", [shape]) if b.get("type") != "null"]
@@ -52,7 +58,8 @@ def _control(kind: str, shape: dict[str, Any]) -> Field:
 def _add_message_fields() -> None:
     shapes = NewMessage.model_json_schema()["properties"]
     for name, kind in FORM_KINDS.items():
-        setattr(ComposeForm, ComposeForm.name_of(name), _control(kind, shapes[name]))
+        label = ComposeForm.LABELS.get(name, shapes[name]["title"])
+        setattr(ComposeForm, ComposeForm.name_of(name), _control(kind, shapes[name], label))
 
 
 _add_message_fields()

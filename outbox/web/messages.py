@@ -18,16 +18,17 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
-from .. import queue, reports
-from ..checks import check_upload
+from .. import audit, pause, queue, reports
 from ..deliveries import partly_delivered
-from ..drafts import DraftError, build_draft
 from ..extensions import db
-from ..models import Attachment, AttachmentChunk, Attempt, Message
-from ..schema import FORM_KINDS
+from ..models import Attachment, AttachmentChunk, Attempt, Message, utcnow
 from ..status import Status
 from ..wire import recipient_json
-from .forms import ActionForm, ComposeForm, ResendAllForm
+from . import compose as composing
+from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
+from .forms import ActionForm, ResendAllForm
+from .roles import requires
+from .shown import back_to, loads_remote, without_remote
 
 bp = Blueprint("messages", __name__, url_prefix="/messages")
 bp.before_request(login_required(lambda: None))
@@ -38,7 +39,7 @@ SEARCH_CHARS = 998
 ID_RANGE = range(1, 2**63)  # ids are 64-bit: past that, PostgreSQL and SQLite raise errors
 # What the HTML body of a message may do inside its iframe: show itself, nothing more.
 BODY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]  # compose's uploads
+COPIES_SHOWN = 20  # "sent again as #40, #41, ...": the first this many copies
 
 
 def fragment(template: str, status: int = 200, /, **context: Any) -> Response:
@@ -48,26 +49,35 @@ def fragment(template: str, status: int = 200, /, **context: Any) -> Response:
     return response
 
 
-def _wants_fragment() -> bool:
+def wants_fragment() -> bool:
     return bool(request.headers.get("HX-Request")) and not request.headers.get("HX-Boosted")
 
 
-@bp.get("")
-def index() -> ResponseReturnValue:
-    status = request.args.get("status", "all")
+def listing(args: Any, notice: str | None = None) -> dict[str, Any]:
+    """What the list shows for its query arguments (tab, search, page); 400 or 404 if bad."""
+    status = args.get("status", "all")
     if status not in TABS:
         abort(404)
-    search = request.args.get("q", "").strip() or None
-    before = request.args.get("before", type=int)
+    search = args.get("q", "").strip() or None
+    before = args.get("before", type=int)
     if search and (len(search) > SEARCH_CHARS or "\0" in search):
         abort(400, description=f"search for at most {SEARCH_CHARS} characters, without NUL")
     if before is not None and before not in ID_RANGE:
         abort(400, description="before must be a message id")
-    page = reports.page(None if status == "all" else status, search, before)
-    context = dict(page=page, status=status, search=search, before=before, tabs=TABS,
-                   counts=reports.counts())  # fmt: skip
-    if _wants_fragment():
-        return fragment("messages/_listing.html", 200 if page.in_flight else 286, **context)
+    chosen = None if status == "all" else status
+    page = reports.page(chosen, search, before)
+    return dict(page=page, status=status, search=search, before=before, tabs=TABS,
+                counts=reports.counts(), notice=notice, form=ActionForm(), paused=pause.current(),
+                matches=reports.matches(chosen, search, before) if search else None,
+                here=url_for("messages.index", status=status, q=search, before=before))  # fmt: skip
+
+
+@bp.get("")
+def index() -> ResponseReturnValue:
+    context = listing(request.args)
+    if wants_fragment():
+        return fragment("messages/_listing.html", 200 if context["page"].in_flight else 286,
+                        **context)  # fmt: skip
     response = Response(render_template("messages/index.html", **context))
     response.headers["Vary"] = "HX-Request"
     return response
@@ -82,22 +92,28 @@ def _message(message_pk: int) -> Message:
 
 def _state(message: Message) -> dict[str, Any]:
     attempts = select(Attempt).where(Attempt.message_pk == message.id).order_by(Attempt.id)
+    copies = select(Message.id).where(Message.resent_from == message.id).order_by(Message.id)
     return dict(message=message, attempts=list(db.session.execute(attempts).scalars()),
                 recipients=[recipient_json(entry, message) for entry in message.recipients],
                 partly=partly_delivered(message.recipients, message.status),
-                form=ActionForm(), in_flight=message.status in reports.IN_FLIGHT)  # fmt: skip
+                copies=list(db.session.execute(copies.limit(COPIES_SHOWN)).scalars()),
+                form=ActionForm(), in_flight=message.status in reports.IN_FLIGHT,
+                now=utcnow())  # fmt: skip
 
 
 @bp.get("/<int:message_pk>")
 def show(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
     state = _state(message)
-    if _wants_fragment():
+    if wants_fragment():
         return fragment("messages/_state.html", 200 if state["in_flight"] else 286, **state)
     attachments = select(Attachment).where(Attachment.message_pk == message.id)
     response = Response(render_template(
         "messages/show.html",
         attachments=list(db.session.execute(attachments.order_by(Attachment.id)).scalars()),
+        back=back_to(request.args.get("back")),
+        remote_images=loads_remote(message.html_body),
+        events=audit.of_message(message.id),
         **state,
     ))  # fmt: skip
     response.headers["Vary"] = "HX-Request"
@@ -108,7 +124,7 @@ def show(message_pk: int) -> ResponseReturnValue:
 def html_body(message_pk: int) -> ResponseReturnValue:
     """The HTML body alone, for the sandboxed iframe on the message page."""
     message = _message(message_pk)
-    response = Response(message.html_body or "", mimetype="text/html")
+    response = Response(without_remote(message.html_body or ""), mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
     return response
 
@@ -135,101 +151,79 @@ def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
 
 def _acted(message_pk: int) -> ResponseReturnValue:
     """After a button: the new state for htmx, or back to the page without JavaScript."""
-    if _wants_fragment():
+    if wants_fragment():
         message = _message(message_pk)
         db.session.refresh(message)
-        if request.args.get("view") == "row":  # a row of the dashboard's failure list
-            return fragment("_failure_row.html", m=message, form=ActionForm())
         return fragment("messages/_state.html", **_state(message))
     return redirect(url_for("messages.show", message_pk=message_pk))
 
 
-def _act(message_pk: int, move: Any) -> ResponseReturnValue:
+def _act(message_pk: int, move: Any, ask: Ask | None = None, *, action: str) -> ResponseReturnValue:
     if not ActionForm().validate_on_submit():
         abort(400)
-    _message(message_pk)
+    asked = ask_first(_message(message_pk), ask)
+    if asked is not None:
+        return asked
     try:
         move()
     except queue.MoveRefused as exc:
         abort(409, description=str(exc))
+    audit.record(action, message_pk)
     return _acted(message_pk)
 
 
 @bp.post("/<int:message_pk>/resend")
+@requires("resend")
 def resend(message_pk: int) -> ResponseReturnValue:
     allowance = current_app.config["MAX_ATTEMPTS"]
-    return _act(message_pk, lambda: queue.resend(message_pk, allowance))
+    return _act(message_pk, lambda: queue.resend(message_pk, allowance), action="resend")
 
 
 @bp.post("/<int:message_pk>/cancel")
+@requires("cancel")
 def cancel(message_pk: int) -> ResponseReturnValue:
-    return _act(message_pk, lambda: queue.cancel(message_pk))
+    return _act(message_pk, lambda: queue.cancel(message_pk), CANCEL, action="cancel")
 
 
 @bp.post("/<int:message_pk>/send-now")
+@requires("send_now")
 def send_now(message_pk: int) -> ResponseReturnValue:
-    return _act(message_pk, lambda: queue.send_now(message_pk))
+    return _act(message_pk, lambda: queue.send_now(message_pk), action="send_now")
 
 
 @bp.post("/<int:message_pk>/send-again")
+@requires("send_again")
 def send_again(message_pk: int) -> ResponseReturnValue:
     if not ActionForm().validate_on_submit():
         abort(400)
-    _message(message_pk)
+    asked = ask_first(_message(message_pk), SEND_AGAIN)
+    if asked is not None:
+        return asked
     source = f"web:{current_user.email}"
     try:
         new = queue.send_again(message_pk, source, current_app.config["MAX_ATTEMPTS"])
     except queue.MoveRefused as exc:
         abort(409, description=str(exc))
+    audit.record("send_again", message_pk, {"copy": new.id})
     target = url_for("messages.show", message_pk=new.id)
-    if _wants_fragment():
+    if wants_fragment():
         return Response(status=204, headers={"HX-Redirect": target})
     return redirect(target)
 
 
 @bp.post("/resend-failed")
+@requires("resend_all")
 def resend_failed() -> ResponseReturnValue:
     """Queue every failed message again, once the confirmation box is ticked."""
     form = ResendAllForm()
     if not form.validate_on_submit():
         return redirect(url_for("dashboard.index", confirm="needed"))
     count = queue.resend_all_failed(current_app.config["MAX_ATTEMPTS"])
+    audit.record("resend_all", detail={"requeued": count})
     return redirect(url_for("dashboard.index", requeued=count))
 
 
 @bp.route("/new", methods=["GET", "POST"])
+@requires("compose")
 def compose() -> ResponseReturnValue:
-    form = ComposeForm()
-    if request.method == "GET":
-        form[ComposeForm.name_of("from")].data = current_app.config["MAIL_DEFAULT_SENDER"] or ""
-    if not form.validate_on_submit():
-        status = 422 if request.method == "POST" else 200
-        return render_template("messages/new.html", form=form), status
-    try:
-        draft = build_draft(_draft_fields(form), current_app.config["MAIL_DEFAULT_SENDER"])
-        for name in FILES:
-            for upload in request.files.getlist(ComposeForm.name_of(name)):
-                if upload.filename:
-                    draft.attachments.append(check_upload(upload.filename, upload.content_type,
-                                                          upload.read()))  # fmt: skip
-        limit = current_app.config["MAX_MESSAGE_BYTES"]
-        if draft.size() > limit:
-            raise DraftError({"attachments": f"bodies and attachments exceed {limit:,} bytes"})
-    except (DraftError, ValueError) as exc:
-        errors = exc.errors if isinstance(exc, DraftError) else {"attachments": str(exc)}
-        for name, problem in errors.items():
-            field = form[ComposeForm.name_of(name)] if name in FORM_KINDS else form.to
-            field.errors = [*field.errors, problem]
-        return render_template("messages/new.html", form=form), 422
-    message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
-                               max_attempts=current_app.config["MAX_ATTEMPTS"])  # fmt: skip
-    return redirect(url_for("messages.show", message_pk=message.id))
-
-
-def _draft_fields(form: ComposeForm) -> dict[str, Any]:
-    """The message's fields as the form holds them, by their names on the wire."""
-    return {
-        name: form[ComposeForm.name_of(name)].data
-        for name, kind in FORM_KINDS.items()
-        if kind != "files"
-    }
+    return composing.compose()  # the page lives in web/compose.py

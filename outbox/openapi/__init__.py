@@ -1,0 +1,101 @@
+"""The OpenAPI 3.1 description of the HTTP API in outbox/api, served at /api/openapi.json."""
+
+import functools
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from ..schema import NewMessage
+from ..wire import Message, MessageDetail, Moved
+from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, closed, header_schemas, model_schema, ref
+from .queuing import create, create_batch
+from .reading import listing, move, show
+
+
+def _schemas() -> dict[str, Schema]:
+    new_message, new_refs = model_schema(NewMessage)
+    found = {**new_refs, "NewMessage": new_message}
+    for model in (Message, MessageDetail, Moved):
+        schema, refs = model_schema(model, "serialization")
+        found.update({**refs, model.__name__: schema})
+    shown = found["Message"]["properties"]
+    error = {"error": {"type": "string"}}
+    errors = {"type": "object", "additionalProperties": {"type": "string"}}
+    queued = closed({"id": shown["id"], "message_id": shown["message_id"]})
+    # A fault of the whole body has no index.
+    problem = closed({"index": {"type": "integer", "minimum": 0}, "field": {"type": "string"},
+                      "error": {"type": "string"}}, "field", "error")  # fmt: skip
+    text = {"type": "string"}
+    next_page = {"type": ["string", "null"], "description": "The URL of the next page."}
+    return {
+        **found,
+        "MessagePage": closed(
+            {"messages": {"type": "array", "items": ref("schemas/Message")}, "next": next_page}
+        ),  # fmt: skip
+        "Error": closed(error),
+        "BadRequest": closed({**error, "errors": errors}, "error"),
+        "BadFields": closed({**error, "errors": errors}),
+        "TooLarge": closed({**error, "limit": {"type": "integer", "description": "bytes"}}),
+        "Unsupported": closed({**error, "accepted": {"type": "array", "items": text}}),
+        "KeyReused": closed({**error, "id": {"type": "integer"}}),
+        "MoveRefused": closed({**error, "status": shown["status"]}),
+        "Batch": closed({"messages": {"type": "array", "items": queued}}),
+        "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
+    }
+
+
+def _version() -> str:
+    try:
+        return version("outbox")
+    except PackageNotFoundError:
+        return "0"
+
+
+DOCUMENT_ITSELF = {
+    "summary": "This document",
+    "responses": {
+        "200": {
+            "description": "OpenAPI 3.1",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        },
+        "401": UNAUTHORIZED,
+        "503": UNAVAILABLE,
+    },
+}
+
+
+@functools.cache
+def document() -> dict[str, Any]:
+    """The whole OpenAPI document, made once."""
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "outbox",
+            "version": _version(),
+            "description": "Queue mail over HTTP; workers send it over SMTP.",
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/api/messages": {"get": listing(), "post": create()},
+            "/api/messages/batch": {"post": create_batch()},
+            "/api/messages/{id}": {"get": show()},
+            "/api/messages/{id}/resend": {
+                "post": move(
+                    "Queue a failed or cancelled message again; one cancelled "
+                    "before its send_after waits for it"
+                )  # fmt: skip
+            },
+            "/api/messages/{id}/cancel": {"post": move("Cancel a queued or deferred message")},
+            "/api/openapi.json": {"get": DOCUMENT_ITSELF},
+        },
+        "components": {
+            "securitySchemes": {
+                "bearer": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A token from `outbox create-token`.",
+                }
+            },
+            "schemas": _schemas(),
+            "headers": header_schemas(),
+        },
+    }

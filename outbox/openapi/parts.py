@@ -1,0 +1,82 @@
+"""The pieces every operation of the OpenAPI document uses: references, answers, closed objects."""
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import JsonSchemaMode
+
+Schema = dict[str, Any]
+COMPONENTS = "#/components/schemas/{model}"
+
+
+def ref(name: str) -> Schema:
+    return {"$ref": f"#/components/{name}"}
+
+
+def model_schema(
+    model: type[BaseModel], mode: JsonSchemaMode = "validation"
+) -> tuple[Schema, Schema]:
+    """A model's JSON Schema, and the schemas it refers to (in components)."""
+    schema = model.model_json_schema(ref_template=COMPONENTS, mode=mode)
+    return schema, schema.pop("$defs", {})
+
+
+def answer(description: str, schema: str, **headers: str) -> Schema:
+    """A JSON response with a schema from components and headers from there too."""
+    found: Schema = {
+        "description": description,
+        "content": {"application/json": {"schema": ref(f"schemas/{schema}")}},
+    }
+    if headers:
+        found["headers"] = {name: ref(f"headers/{header}") for name, header in headers.items()}
+    return found
+
+
+def closed(properties: dict[str, Schema], *required: str) -> Schema:
+    """An object of exactly these properties; all required unless some are named."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required or properties),
+        "additionalProperties": False,
+    }
+
+
+UNAUTHORIZED = answer("No valid token.", "Error", **{"WWW-Authenticate": "WWW-Authenticate"})
+UNAVAILABLE = answer(
+    "The database cannot be reached; retry with the same Idempotency-Key.",
+    "Error",
+    **{"Retry-After": "Retry-After"},
+)
+NOT_FOUND = answer("No such message.", "Error")
+UNSUPPORTED = answer(
+    "A body of a type not taken, or JSON sent without Content-Type: application/json.",
+    "Unsupported",
+    Accept="Accept",
+)
+MESSAGE_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "integer", "minimum": 0},
+}
+
+
+def header_schemas() -> dict[str, Schema]:
+    def header(description: str, **schema: Any) -> Schema:
+        return {
+            "description": description,
+            "required": True,
+            "schema": {"type": "string", **schema},
+        }
+
+    return {
+        "Location": header("The message's URL."),
+        "Idempotent-Replayed": {
+            **header("A repeat of an earlier request.", const="true"),
+            "required": False,
+        },
+        "WWW-Authenticate": header("How to authenticate.", const="Bearer"),
+        "Retry-After": header("Seconds to wait.", pattern="^[0-9]+$"),
+        "Accept": header("The content types taken, comma-separated."),
+    }

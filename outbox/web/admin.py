@@ -1,0 +1,101 @@
+"""The admin pages: staff accounts and their roles, and the audit trail."""
+
+from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+from flask_login import login_required
+from sqlalchemy import select
+
+from .. import accounts, audit, tokens
+from ..extensions import db
+from ..models import ApiToken, User
+from ..roles import ACTIONS, ROLES, SCOPES
+from .roles import requires
+
+bp = Blueprint("admin", __name__, url_prefix="/admin")
+bp.before_request(login_required(lambda: None))
+
+
+@bp.get("/accounts")
+@requires("accounts")
+def account_list() -> ResponseReturnValue:
+    users = db.session.execute(select(User).order_by(User.email)).scalars().all()
+    return render_template("admin/accounts.html", users=users, roles=ROLES)
+
+
+def _done(action: str, *args: str) -> ResponseReturnValue:
+    try:
+        getattr(accounts, action)(*args)
+    except accounts.AccountError as exc:
+        flash(f"Not done: {exc}.")
+    else:
+        flash("Done.")
+    return redirect(url_for("admin.account_list"))
+
+
+@bp.post("/accounts")
+@requires("accounts")
+def account_create() -> ResponseReturnValue:
+    form = request.form
+    return _done("create_user", form.get("email", ""), form.get("password", ""),
+                 form.get("role", "viewer"))  # fmt: skip
+
+
+@bp.post("/accounts/role")
+@requires("accounts")
+def account_role() -> ResponseReturnValue:
+    return _done("set_role", request.form.get("email", ""), request.form.get("role", ""))
+
+
+@bp.post("/accounts/delete")
+@requires("accounts")
+def account_delete() -> ResponseReturnValue:
+    return _done("delete_user", request.form.get("email", ""))
+
+
+def _tokens_page(made: tuple[str, str] | None = None, error: str | None = None) -> str:
+    """The API tokens; after a creation, the new token, shown this once."""
+    rows = db.session.execute(select(ApiToken).order_by(ApiToken.name)).scalars().all()
+    return render_template("admin/tokens.html", rows=rows, scopes=SCOPES, made=made, error=error)
+
+
+@bp.get("/tokens")
+@requires("tokens")
+def token_list() -> ResponseReturnValue:
+    return _tokens_page()
+
+
+@bp.post("/tokens")
+@requires("tokens")
+def token_create() -> ResponseReturnValue:
+    name = request.form.get("name", "").strip()
+    if not name:
+        return _tokens_page(error="Name the token."), 422
+    try:
+        token = tokens.create(name, request.form.getlist("scope"))
+    except ValueError as exc:
+        return _tokens_page(error=f"Not made: {exc}."), 422
+    return _tokens_page(made=(name, token))  # never in a redirect or the session cookie
+
+
+@bp.post("/tokens/revoke")
+@requires("tokens")
+def token_revoke() -> ResponseReturnValue:
+    name = request.form.get("name", "")
+    flash(f"Revoked {name}." if tokens.revoke(name) else f"No live token named {name}.")
+    return redirect(url_for("admin.token_list"))
+
+
+@bp.get("/audit")
+@requires("audit")
+def audit_list() -> ResponseReturnValue:
+    args = request.args
+    message = args.get("message", "").strip()
+    if message and not message.isdigit():
+        abort(400, description="message must be a message number")
+    filters = audit.Filters(actor=args.get("actor", "").strip() or None,
+                            action=args.get("action", "").strip() or None,
+                            message_pk=int(message) if message else None)  # fmt: skip
+    events, before = audit.page(filters, args.get("before", type=int))
+    kept = {k: v for k in ("actor", "action", "message") if (v := args.get(k))}
+    return render_template("admin/audit.html", events=events, before=before, kept=kept,
+                           filters=filters, actions=sorted(ACTIONS))  # fmt: skip

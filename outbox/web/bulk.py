@@ -1,0 +1,88 @@
+"""The outbox list's bulk actions: resend or cancel the rows chosen, each as its status allows."""
+
+from typing import Any
+
+from flask import Blueprint, abort, current_app, flash, redirect, request, url_for
+from flask.typing import ResponseReturnValue
+from flask_login import login_required
+from sqlalchemy import func, select
+
+from .. import audit, queue
+from ..extensions import db
+from ..models import Message
+from ..status import Status, sources
+from .confirm import confirm_page, confirmed
+from .forms import ActionForm
+from .messages import ID_RANGE, fragment, listing, wants_fragment
+from .roles import requires
+
+bp = Blueprint("bulk", __name__, url_prefix="/messages")
+bp.before_request(login_required(lambda: None))
+
+CHOSEN_MAX = 500  # ids in one request: ten pages of the list
+# Each move: the statuses it takes a message from, and how the page words it.
+MOVES = {
+    "resend": ((Status.FAILED, Status.CANCELLED), "Resend", "queued again", "failed or cancelled"),
+    "cancel": (sources(Status.CANCELLED), "Cancel", "cancelled", "queued or deferred"),
+}
+
+
+def _chosen() -> list[int]:
+    """The message ids ticked in the list; 400 if any is not an id."""
+    raw = request.form.getlist("ids")
+    if len(raw) > CHOSEN_MAX:
+        abort(400, description=f"choose at most {CHOSEN_MAX} messages at a time")
+    try:
+        ids = sorted({int(value) for value in raw})
+    except ValueError:
+        abort(400, description="ids must be message ids")
+    if any(pk not in ID_RANGE for pk in ids):
+        abort(400, description="ids must be message ids")
+    return ids
+
+
+def _movable(ids: list[int], statuses: tuple[Status, ...]) -> int:
+    """How many of the chosen messages are in a status the move takes."""
+    rows = select(func.count()).where(
+        Message.id.in_(ids), Message.status.in_([s.value for s in statuses])
+    )
+    return int(db.session.execute(rows).scalar_one())
+
+
+@bp.post("/bulk")
+@requires("bulk")
+def act() -> ResponseReturnValue:
+    """Resend or cancel the chosen messages; say how many moved and how many were skipped."""
+    if not ActionForm().validate_on_submit():
+        abort(400)
+    move = request.form.get("move", "")
+    if move not in MOVES:
+        abort(400, description="move must be resend or cancel")
+    statuses, verb, done_as, allowed = MOVES[move]
+    ids = _chosen()
+    kept: dict[str, Any] = {k: v for k in ("status", "q", "before") if (v := request.args.get(k))}
+    here = url_for("messages.index", **kept)
+    if not ids:
+        notice = "Nothing was chosen: tick the messages first."
+    elif not confirmed():
+        movable = _movable(ids, statuses)
+        detail = (f"{movable} of the {len(ids)} chosen are {allowed} and will be {done_as}; "
+                  f"the others are left as they are.")  # fmt: skip
+        question = f"{verb} {movable} message{'s' if movable != 1 else ''}?"
+        return confirm_page(question, detail, url_for("bulk.act", **kept), here,
+                            {"ids": ids, "move": move})  # fmt: skip
+    else:
+        if move == "resend":
+            moved = queue.resend_many(ids, current_app.config["MAX_ATTEMPTS"])
+        else:
+            moved = queue.cancel_many(ids)
+        audit.record(f"bulk_{move}", detail={"ids": ids, "moved": moved.done})
+        notice = f"{moved.done} {done_as}"
+        if moved.skipped:
+            notice += f"; {moved.skipped} skipped (not {allowed})"
+        notice += "."
+    if wants_fragment():
+        context = listing(request.args, notice)
+        return fragment("messages/_listing.html", 200, **context)
+    flash(notice)
+    return redirect(here)

@@ -1,0 +1,142 @@
+"""The compose page: the form, its send-after time in the staff user's zone, its errors."""
+
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from flask import current_app, redirect, render_template, request, url_for
+from flask.typing import ResponseReturnValue
+from flask_login import current_user
+from werkzeug.datastructures import FileStorage
+
+from .. import audit, metrics, queue
+from ..checks import Upload, check_upload, oversize
+from ..drafts import Draft, DraftError, build_draft
+from ..schema import FORM_KINDS
+from .forms import ComposeForm
+
+FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]  # the uploads
+# The form's zone field holds the browser's IANA zone (live.js fills it in), or UTC when
+# scripts are off. No IANA zone name is longer than this.
+ZONE_CHARS = 64
+# The fields folded behind "More options"; the fold opens when one has a value or an error.
+MORE = ("cc", "bcc", "reply_to", "priority", "send_after")
+
+
+def zone_named(name: str | None) -> ZoneInfo:
+    """The IANA zone of that name; ValueError names an unknown one."""
+    name = (name or "").strip() or "UTC"
+    try:
+        if len(name) > ZONE_CHARS:
+            raise ValueError
+        return ZoneInfo(name)
+    except (ValueError, ZoneInfoNotFoundError):
+        raise ValueError(f"{name[:ZONE_CHARS]!r} is not a time zone this server knows") from None
+
+
+def in_utc(typed: str | None, zone: ZoneInfo) -> str | None:
+    """A wall-clock time typed in zone as the ISO UTC time the schema takes.
+
+    A time the clocks skip (the spring-forward gap) does not exist there: an error.
+    A time they pass twice (the autumn overlap) is taken at its first occurrence, the
+    earlier instant (fold=0), so that a message is never held back an extra hour.
+    Anything not a date and time goes to the schema as typed, for its error text.
+    """
+    if typed is None or not typed.strip():
+        return None
+    try:
+        wall = datetime.fromisoformat(typed.strip())
+    except ValueError:
+        return typed
+    if wall.tzinfo is not None:  # an explicit offset says which instant it is
+        return typed
+    moment = wall.replace(tzinfo=zone)
+    if moment.astimezone(UTC).astimezone(zone).replace(tzinfo=None) != wall:
+        raise ValueError(
+            f"{wall:%Y-%m-%d %H:%M} does not exist in {zone.key}: the clocks skip it "
+            "(daylight saving time begins); choose a later time"
+        )
+    return moment.astimezone(UTC).replace(tzinfo=None).isoformat() + "+00:00"
+
+
+def _draft_fields(form: ComposeForm) -> dict[str, Any]:
+    """The message's fields as the form holds them, by their names on the wire."""
+    return {
+        name: form[ComposeForm.name_of(name)].data
+        for name, kind in FORM_KINDS.items()
+        if kind != "files"
+    }
+
+
+def _chosen() -> list[FileStorage]:
+    """The files chosen in the form's file fields."""
+    found: list[FileStorage] = []
+    for name in FILES:
+        found.extend(f for f in request.files.getlist(ComposeForm.name_of(name)) if f.filename)
+    return found
+
+
+def _page(form: ComposeForm, status: int, dropped: list[str] | None = None) -> ResponseReturnValue:
+    """The form as typed; dropped names the files to choose again after an error."""
+    folded = [form[ComposeForm.name_of(name)] for name in MORE]
+    more_open = any(f.errors or f.data not in (None, "", f.default) for f in folded)
+    try:
+        zone = zone_named(form.zone.data).key
+    except ValueError:
+        zone = "UTC"
+    return render_template("messages/new.html", form=form, more_open=more_open, zone=zone,
+                           dropped=dropped or []), status  # fmt: skip
+
+
+def _checked(form: ComposeForm, files: list[FileStorage]) -> Draft:
+    """The draft of the form, or DraftError naming every bad field at once."""
+    errors: dict[str, str] = {}
+    fields = _draft_fields(form)
+    try:
+        if fields["send_after"]:
+            fields["send_after"] = in_utc(fields["send_after"], zone_named(form.zone.data))
+    except ValueError as exc:
+        errors["send_after"], fields["send_after"] = str(exc), None
+    uploads: list[Upload] = []
+    try:
+        uploads = [check_upload(f.filename or "", f.content_type, f.read()) for f in files]
+    except ValueError as exc:
+        errors["attachments"] = str(exc)
+    try:
+        draft = build_draft(fields, current_app.config["MAIL_DEFAULT_SENDER"])
+    except DraftError as exc:
+        raise DraftError({**exc.errors, **errors}) from None
+    if errors:
+        raise DraftError(errors)
+    draft.attachments.extend(uploads)
+    limit = current_app.config["MAX_MESSAGE_BYTES"]
+    if (size := draft.size()) > limit:
+        raise DraftError({"attachments": oversize(limit, size)})
+    return draft
+
+
+def compose() -> ResponseReturnValue:
+    """Show the form; on POST queue the message, or show the form again as it was typed.
+
+    Chosen files are not kept after an error (a browser cannot fill a file field again):
+    the page names them so they can be chosen again. Keeping them would mean a second
+    store of unsent uploads beside the queue, with its own limits and expiry.
+    """
+    form = ComposeForm()
+    if request.method == "GET":
+        form[ComposeForm.name_of("from")].data = current_app.config["MAIL_DEFAULT_SENDER"] or ""
+    if not form.validate_on_submit():
+        return _page(form, 422 if request.method == "POST" else 200)
+    files = _chosen()
+    try:
+        draft = _checked(form, files)
+    except DraftError as exc:
+        for name, problem in exc.errors.items():
+            field = form[ComposeForm.name_of(name)] if name in FORM_KINDS else form.to
+            field.errors = [*field.errors, problem]
+        return _page(form, 422, [f.filename or "" for f in files])
+    message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
+                               max_attempts=current_app.config["MAX_ATTEMPTS"])  # fmt: skip
+    audit.record("compose", message.id)
+    metrics.count_enqueued("compose")  # metrics (issue 14)
+    return redirect(url_for("messages.show", message_pk=message.id))

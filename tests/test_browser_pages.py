@@ -1,0 +1,271 @@
+"""The outbox list, the message page and the error pages in Chromium, at phone and desktop width."""
+
+import re
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import select
+
+from outbox import queue
+from outbox.drafts import build_draft
+from outbox.extensions import db
+from outbox.models import Message
+
+from . import test_browser as shared
+from .test_browser import LIVE, SCREENSHOTS, SENDER, STAFF, Site, staff_tab
+
+# The shared fixtures, as this module's own (one live site, worker and browser per module).
+browser, chromium, clean_console, console, site = (
+    shared.browser, shared.chromium, shared.clean_console, shared.console, shared.site
+)  # fmt: skip
+
+try:
+    from playwright.sync_api import Page, expect
+except ImportError:  # test_browser skipped the module already
+    pass
+
+pytestmark = pytest.mark.browser
+
+WIDTHS = (390, 1280)
+LONG = "a.very.long.mailbox.name.that.goes.on@subdomain.of.an.example-company.example"
+REMOTE_HTML = '<p>Hi <img src="https://tracker.example/pixel.gif" alt=""> there</p>'
+
+
+def store(site: Site, to: str, subject: str, **more: Any) -> int:
+    """A message queued as the API would queue it."""
+    with site.app.app_context():
+        draft = build_draft({"to": to, "subject": subject, "text": "Hello", **more}, SENDER)
+        message, _ = queue.enqueue(draft, source="api:shop-backend", max_attempts=2)
+        return message.id
+
+
+def settled(site: Site, *ids: int) -> dict[int, str]:
+    """Wait for the worker to finish with the messages; their statuses."""
+    deadline = time.monotonic() + LIVE / 1000
+    while True:
+        with site.app.app_context():
+            found = dict(db.session.execute(select(Message.id, Message.status)
+                                            .where(Message.id.in_(ids))).all())  # fmt: skip
+        if all(s in ("sent", "failed") for s in found.values()) or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def shown(site: Site) -> dict[str, int]:
+    """Messages of every kind the pages must fit: sent, partly sent, failed, with HTML."""
+    site.smtp.recorder.rcpt_replies["gone@example.com"] = (
+        "550 5.1.1 <gone@example.com>: no such user"
+    )
+    try:
+        ids = {
+            "sent": store(
+                site, f"Someone With A Long Name <{LONG}>", "Your order has shipped " * 4
+            ),
+            "partly": store(site, f"here@example.com, gone@example.com, {LONG}", "Partly"),
+            "failed": store(site, "gone@example.com", "Bounced"),
+            "html": store(site, "ann@example.com", "Newsletter", html=REMOTE_HTML),
+        }
+        statuses = settled(site, *ids.values())
+    finally:
+        site.smtp.recorder.rcpt_replies.clear()
+    assert statuses == {ids["sent"]: "sent", ids["partly"]: "sent", ids["failed"]: "failed",
+                        ids["html"]: "sent"}  # fmt: skip
+    return ids
+
+
+def fits(page: Page, name: str, width: int) -> None:
+    """Nothing scrolls sideways; the user and Sign out are in view; a screenshot kept."""
+    page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
+    scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    wide = page.evaluate(
+        "Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect()"
+        ".right > window.innerWidth + 1).slice(0, 5).map(e => e.tagName + '.' + e.className)"
+    )
+    assert scroll <= inner, f"{name} at {width} px scrolls sideways: {scroll} > {inner}: {wide}"
+    if name != "sign-in":
+        user = page.locator(".sign-out .user")
+        expect(user).to_have_text(STAFF[0])
+        expect(user).to_be_in_viewport()
+        expect(page.get_by_role("button", name="Sign out")).to_be_in_viewport()
+        box = page.get_by_role("button", name="Sign out").bounding_box()
+        assert box is not None and box["x"] + box["width"] <= width
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_every_page_fits_the_width_with_the_user_and_sign_out_in_view(
+    browser, site, console, shown, width
+):
+    SCREENSHOTS.mkdir(exist_ok=True)
+    context = browser.new_context(base_url=site.url, viewport={"width": width, "height": 860})
+    try:
+        page = context.new_page()
+        console.watch(page)
+        page.goto("/sign-in")
+        fits(page, "sign-in", width)
+    finally:
+        context.close()
+    with staff_tab(browser, site, console, width) as page:
+        pages = {
+            "dashboard": "/", "outbox": "/messages", "outbox-failed": "/messages?status=failed",
+            "search": "/messages?q=example", "message": f"/messages/{shown['sent']}",
+            "message-partly": f"/messages/{shown['partly']}",
+            "message-html": f"/messages/{shown['html']}", "compose": "/messages/new",
+        }  # fmt: skip
+        for name, path in pages.items():
+            page.goto(path)
+            fits(page, name, width)
+        for path, code in (("/messages/987654321", 404), ("/no/such/page", 404)):
+            console.allow_status(f"{site.url}{path}", code)
+            page.goto(path)
+            expect(page.get_by_role("heading", name="Not found")).to_be_visible()
+            fits(page, f"error-{code}", width)
+        page.goto(f"/messages/{shown['sent']}")
+        expect(page.get_by_text("Remote images were not loaded")).to_have_count(0)
+        page.goto(f"/messages/{shown['html']}")
+        expect(page.get_by_text("Remote images were not loaded")).to_be_visible()
+        expect(page.frame_locator("iframe.body").locator("p")).to_have_text("Hi  there")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_message_page_names_its_id_and_reads_a_partial_delivery_as_a_refusal(
+    browser, site, console, shown, width
+):
+    pk = shown["partly"]
+    with staff_tab(browser, site, console, width) as page:
+        page.goto(f"/messages/{pk}")
+        expect(page).to_have_title(re.compile(rf"^#{pk} Partly"))
+        expect(page.get_by_role("heading", level=1)).to_have_text(f"#{pk} Partly")
+        facts = page.locator("#state .facts")
+        expect(facts.locator(".status")).to_have_text(["partly delivered"])
+        expect(facts.locator(".status-sent")).to_have_count(0)  # no green "sent" over the refusal
+        expect(facts.locator("dt", has_text="Last error")).to_have_count(0)
+        expect(facts.locator("dd.warn-text")).to_contain_text("gone@example.com: 550 5.1.1")
+        expect(page.locator("table.attempts tbody tr td").last).to_contain_text("550 5.1.1")
+        page.goto(f"/messages/{shown['sent']}")
+        reply = page.locator("table.attempts td.reply")
+        expect(reply).to_have_text("OK queued")  # the server's words at the final dot
+        for cell in page.locator("#state .facts dd").all() + page.locator("dl.facts dd").all():
+            assert cell.inner_text().strip(), "an empty row on the message page"
+        if width == 390:
+            box = page.locator("table.attempts").bounding_box()
+            assert box is not None and box["x"] + box["width"] <= width
+
+
+def test_a_row_opens_its_message_anywhere_and_the_page_leads_back_to_that_list(
+    browser, site, console, shown
+):
+    with staff_tab(browser, site, console, 1280) as page:
+        page.goto("/messages?status=sent&q=example")
+        row = page.locator("#rows tr", has_text="Partly")
+        expect(row.locator("td.source")).to_have_text("api:shop-backend")
+        expect(row.locator("td.id")).to_have_text(f"#{shown['partly']}")
+        box = row.locator("td.source").bounding_box()  # not the link: the row leads there
+        assert box is not None
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+        expect(page).to_have_url(re.compile(rf"/messages/{shown['partly']}\?back="))
+        page.get_by_role("link", name="Back to the list").click()
+        expect(page).to_have_url(f"{site.url}/messages?status=sent&q=example")
+        # The subject stays a real link, for the keyboard and without JavaScript.
+        link = row.get_by_role("link", name="Partly")
+        link.focus()
+        page.keyboard.press("Enter")
+        expect(page).to_have_url(re.compile(rf"/messages/{shown['partly']}\?back="))
+
+
+def test_addresses_are_never_broken_and_columns_keep_their_widths_across_tabs(
+    browser, site, console, shown
+):
+    with staff_tab(browser, site, console, 1280) as page:
+        widths = []
+        for tab in ("all", "sent", "failed"):
+            page.goto(f"/messages?status={tab}")
+            widths.append(page.evaluate(
+                "Array.from(document.querySelectorAll('table.messages thead th'))"
+                ".map(th => Math.round(th.getBoundingClientRect().width))"
+            ))  # fmt: skip
+            for address in page.locator("#rows .addr").all():
+                box = address.bounding_box()
+                assert box is not None and box["height"] < 30, "an address wrapped onto two lines"
+        assert widths[0] == widths[1] == widths[2]
+
+
+def test_send_again_asks_first_and_the_copy_and_the_original_name_each_other(
+    browser, site, console, shown
+):
+    pk = shown["sent"]
+    with staff_tab(browser, site, console, 1280) as page:
+        page.goto(f"/messages/{pk}")
+        asked: list[str] = []
+        page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.dismiss()))
+        page.get_by_role("button", name="Send again").click()
+        expect(page).to_have_url(f"{site.url}/messages/{pk}")
+        assert asked and asked[0].startswith(f"Send message #{pk} again?")
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Send again").click()
+        expect(page).not_to_have_url(f"{site.url}/messages/{pk}")
+        copy = int(page.url.rsplit("/", 1)[1])
+        facts = page.locator("#state .facts")
+        expect(facts).to_contain_text(re.compile(rf"Sent again from\s*#{pk}\b"))
+        facts.get_by_role("link", name=f"#{pk}").click()
+        expect(page).to_have_url(f"{site.url}/messages/{pk}")
+        expect(page.locator("#state .facts")).to_contain_text(
+            re.compile(rf"Sent again as\s*#{copy}\b")
+        )
+        assert settled(site, copy) == {copy: "sent"}
+
+
+def test_without_javascript_send_again_goes_through_a_confirmation_page(
+    browser, site, console, shown
+):
+    pk = shown["html"]
+    with staff_tab(browser, site, console, 390, javascript=False) as page:
+        page.goto(f"/messages/{pk}")
+        page.get_by_role("button", name="Send again").click()
+        expect(page.get_by_role("heading", level=1)).to_have_text(f"Send message #{pk} again?")
+        fits(page, "confirm", 390)
+        page.get_by_role("link", name="No, go back").click()
+        expect(page).to_have_url(f"{site.url}/messages/{pk}")
+        with site.app.app_context():
+            copies = select(Message.id).where(Message.resent_from == pk)
+            assert db.session.execute(copies).all() == []
+        page.get_by_role("button", name="Send again").click()
+        page.get_by_role("button", name=f"Yes, send message #{pk} again").click()
+        expect(page.locator("#state .facts")).to_contain_text(
+            re.compile(rf"Sent again from\s*#{pk}\b")
+        )
+
+
+def test_bulk_resend_does_what_each_row_allows_asks_first_and_says_how_many(
+    browser, site, console, shown
+):
+    site.smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    try:
+        more = store(site, "gone@example.com", "Bounced too")
+        assert settled(site, more) == {more: "failed"}
+    finally:
+        site.smtp.recorder.rcpt_replies.clear()
+    later = store(site, "later@example.com", "Tomorrow", send_after="2999-01-01T00:00:00")
+    with staff_tab(browser, site, console, 390) as page:
+        page.goto("/messages")
+        for pk in (more, shown["failed"], shown["sent"]):
+            page.get_by_role("checkbox", name=f"Choose message #{pk}").check()
+        # The list refreshes itself while "Tomorrow" is queued, but not over a choice.
+        page.wait_for_timeout(2500)
+        expect(page.get_by_role("checkbox", name=f"Choose message #{more}")).to_be_checked()
+        site.smtp.recorder.delay = 1.0
+        try:
+            page.once("dialog", lambda dialog: dialog.accept())
+            page.get_by_role("button", name="Resend chosen").click()
+            expect(page.locator("#listing .notice")).to_have_text(
+                "2 queued again; 1 skipped (not failed or cancelled)."
+            )
+        finally:
+            site.smtp.recorder.delay = 0
+        fits(page, "outbox-bulk", 390)
+        assert settled(site, more, shown["failed"]) == {more: "sent", shown["failed"]: "sent"}
+        page.get_by_role("checkbox", name=f"Choose message #{later}").check()
+        page.once("dialog", lambda dialog: dialog.accept())
+        page.get_by_role("button", name="Cancel chosen").click()
+        expect(page.locator("#listing .notice")).to_have_text("1 cancelled.")
