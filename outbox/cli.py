@@ -5,7 +5,19 @@ import ipaddress
 import click
 from flask import Flask, current_app
 
-from . import accounts, audit, checkup, logs, pause, retention, runner, smtp, tokens, worker
+from . import (
+    accounts,
+    audit,
+    checkup,
+    logs,
+    pause,
+    retention,
+    rollups,
+    runner,
+    smtp,
+    tokens,
+    worker,
+)
 from .models import Pause
 from .roles import ROLES, SCOPES
 
@@ -43,7 +55,7 @@ def send_queued_command() -> None:
     smtp.warn_unsafe(current_app.config)
     drainer = worker.Worker()
     tally = drainer.drain()
-    worker.count_if_due(drainer.worker_id)
+    rollups.count_if_due(drainer.worker_id)
     click.echo(str(tally))
     if tally.fault:  # the server's or the settings' fault; the next pass tries again
         click.echo(f"sending is failing: {tally.fault}", err=True)

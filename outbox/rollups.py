@@ -1,6 +1,6 @@
 """The figures workers keep for the pages: full counts per status and settled hours of attempts.
 
-Workers write them (worker.count_if_due); the pages only read them (reports), so a page
+Workers write them (count_if_due); the pages only read them (reports), so a page
 view writes nothing and costs the same whatever the tables hold.
 """
 
@@ -146,3 +146,19 @@ def _upsert(table: Table, *, replace: bool) -> Any:
     return ours.on_conflict_do_update(
         index_elements=keys, set_={name: ours.excluded[name] for name in values}
     )
+
+
+def count_if_due(worker_id: str) -> None:
+    """Keep the pages' figures: the full counts per status, unless a worker made them
+    lately, and the settled hours of the chart not kept yet.
+
+    A failure is logged, not raised: the pages show the last figures until the next.
+    """
+    try:
+        now = utcnow()
+        if counts_due(now):
+            refresh_counts(now)
+        roll_up_hours(now)
+    except Exception:
+        log.exception("%s: counting messages for the pages failed", worker_id,
+                      extra={"worker_id": worker_id})  # fmt: skip

@@ -13,9 +13,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
-from . import retention, smtp
+from . import retention, rollups, smtp
 from .extensions import db
-from .worker import Worker, count_if_due
+from .worker import Worker
 
 log = logging.getLogger("outbox.worker")
 STOPS = {signal.SIGTERM, signal.SIGINT}
@@ -56,7 +56,7 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
 
     def count() -> None:
         with app.app_context():  # its teardown ends the session
-            count_if_due(worker.worker_id)
+            rollups.count_if_due(worker.worker_id)
 
     scheduler.add_job(
         tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",

@@ -1,9 +1,8 @@
-"""SMTP sessions: a batch over one timed connection, its send deadline, and sorting SMTP errors."""
+"""SMTP sessions: a batch over one timed connection and its send deadline."""
 
 import contextlib
 import smtplib
 import socket
-from dataclasses import dataclass, field
 
 from flask import current_app
 from flask_mail import Connection
@@ -12,22 +11,9 @@ from . import pipelining, smtp
 from .deliveries import ACCEPTED, Reply
 from .mime import BuildError, Mail
 from .rendered import Features
+from .replies import Result, classify, decoded, refusal, server
 from .status import Outcome
 from .watchdog import Watchdog
-
-
-@dataclass(frozen=True)
-class Result:
-    """What one delivery attempt came to: for the message, and for each recipient it tried."""
-
-    outcome: Outcome  # SENT if any recipient was accepted
-    code: int | None = None
-    error: str | None = None
-    recipients: dict[str, Reply] = field(default_factory=dict)  # by stored address
-    # The server's or the settings' fault, not the message's (an unreachable server,
-    # authentication, TLS): the rest of the batch would meet it too.
-    fault: bool = False
-    reply: str | None = None  # the server's words when it took the mail at the final dot
 
 
 class TimedConnection(Connection):
@@ -111,49 +97,6 @@ class SmtpSession:
         self.close()
 
 
-def _text(reply: bytes | str) -> str:
-    return reply.decode("utf-8", "replace") if isinstance(reply, bytes) else str(reply)
-
-
-# A reply that says the fault is the server's or outbox's settings, not the message's:
-# authentication required (RFC 4954), or the service closing at once.
-FAULT_CODES = frozenset({530, 534, 535, 538})
-
-
-def classify(exc: BaseException) -> Result:
-    """Sort a sending error: 4xx, timeouts and lost connections defer; 5xx fails."""
-    if isinstance(exc, smtplib.SMTPRecipientsRefused):
-        replies = {addr: _refusal(code, reply) for addr, (code, reply) in exc.recipients.items()}
-        transient = any(r.outcome is Outcome.DEFERRED for r in replies.values())
-        codes = [code for code, _ in exc.recipients.values()]
-        code = min(codes) if transient else max(codes)
-        said = "; ".join(f"{addr}: {r.code} {r.text}" for addr, r in replies.items())
-        outcome = Outcome.DEFERRED if transient else Outcome.FAILED
-        return Result(outcome, code, f"all recipients refused: {said}")
-    if isinstance(exc, smtplib.SMTPResponseException):
-        code = exc.smtp_code
-        text = f"{code} {_text(exc.smtp_error)}"
-        outcome = Outcome.FAILED if 500 <= code < 600 else Outcome.DEFERRED
-        if code in FAULT_CODES:
-            return Result(Outcome.DEFERRED, code, f"{text} at {_server()}", fault=True)
-        return Result(outcome, code, text)
-    if isinstance(exc, TimeoutError):
-        return Result(Outcome.DEFERRED, None, f"SMTP server timed out: {exc}")
-    if isinstance(exc, smtplib.SMTPServerDisconnected | OSError):
-        return Result(Outcome.DEFERRED, None, f"{type(exc).__name__}: {exc}")
-    return Result(Outcome.FAILED, None, f"unexpected error: {type(exc).__name__}: {exc}")
-
-
-def _refusal(code: int, reply: bytes | str) -> Reply:
-    """What a refused RCPT means for its recipient.
-
-    A 552 there means too many recipients as often as a full mailbox, and RFC 5321
-    4.5.3.1.10 says to take it as the 452 it should have been.
-    """
-    failed = code >= 500 and code != 552
-    return Reply(Outcome.FAILED if failed else Outcome.DEFERRED, code, _text(reply))
-
-
 def deliver(
     session: SmtpSession,
     mail: Mail,
@@ -222,7 +165,7 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
         if isinstance(exc, smtp.HostError):  # it names the host and the problem
             return Result(Outcome.DEFERRED, exc.code, str(exc), fault=True)
         found = classify(exc)
-        return Result(Outcome.DEFERRED, found.code, f"{found.error} at {_server()}", fault=True)
+        return Result(Outcome.DEFERRED, found.code, f"{found.error} at {server()}", fault=True)
     offered = features(host)
     try:
         prepared = mail.for_server(offered)
@@ -244,29 +187,24 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
             refusals = getattr(exc, "recipients", {})
             for wire, address in todo:
                 replies[address] = (
-                    _refusal(*refusals[wire]) if wire in refusals
+                    refusal(*refusals[wire]) if wire in refusals
                     else Reply(found.outcome, found.code, found.error or "")
                 )  # fmt: skip
             return _result(replies, found, said)
-        said = _text(refused.reply)
+        said = decoded(refused.reply)
         written = False
         again = []
         for wire, address in todo:
             if wire not in refused:
                 replies[address] = ACCEPTED
                 continue
-            replies[address] = _refusal(*refused[wire])
+            replies[address] = refusal(*refused[wire])
             if refused[wire][0] in pipelining.TOO_MANY:
                 again.append((wire, address))  # a further transaction on this connection
         if then and not again:
             session.ahead = following
         todo = again
     return _result(replies, None, said)
-
-
-def _server() -> str:
-    state = current_app.extensions["mail"]
-    return f"{state.server}:{state.port}"
 
 
 def _after_error(session: SmtpSession, exc: Exception, following: Mail | None) -> Result:

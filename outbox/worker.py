@@ -13,7 +13,7 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import deliveries, heartbeats, metrics, mime, pause, queue, rollups, sender
+from . import deliveries, heartbeats, metrics, mime, pause, queue, sender
 from .extensions import db
 from .models import utcnow
 from .status import Lease, Outcome, Retry, Status
@@ -285,19 +285,3 @@ def _faulted(claim: queue.Claim, fault: queue.Finished) -> queue.Finished:
     claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
     return queue.Finished(claim, Outcome.DEFERRED, claim.started_at, fault.code, fault.error,
                           fault=True)  # fmt: skip
-
-
-def count_if_due(worker_id: str) -> None:
-    """Keep the pages' figures: the full counts per status, unless a worker made them
-    lately, and the settled hours of the chart not kept yet.
-
-    A failure is logged, not raised: the pages show the last figures until the next.
-    """
-    try:
-        now = utcnow()
-        if rollups.counts_due(now):
-            rollups.refresh_counts(now)
-        rollups.roll_up_hours(now)
-    except Exception:
-        log.exception("%s: counting messages for the pages failed", worker_id,
-                      extra={"worker_id": worker_id})  # fmt: skip

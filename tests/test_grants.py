@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import accounts, create_app, queue, worker
+from outbox import accounts, create_app, queue, rollups, worker
 from outbox.extensions import dispose_engines
 
 from .conftest import base_config, draft, server_database
@@ -78,7 +78,7 @@ def test_the_documented_database_and_grants_let_outbox_migrate_and_send(
             queue.enqueue(mail, source="test", max_attempts=3)
             drainer = worker.Worker()
             assert (drainer.drain().sent, len(smtp.received)) == (1, 1)
-            worker.count_if_due(drainer.worker_id)
+            rollups.count_if_due(drainer.worker_id)
             dispose_engines()
     finally:
         with admin.connect() as conn:

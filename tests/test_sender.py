@@ -9,7 +9,7 @@ import tracemalloc
 
 import pytest
 
-from outbox import encoding, mime, queue, rendered, sender
+from outbox import encoding, mime, queue, rendered, replies, sender
 from outbox.checks import Upload
 from outbox.deliveries import Reply
 from outbox.drafts import build_draft
@@ -203,18 +203,18 @@ REFUSED_FOR_NOW = {"a@example.com": (550, b"5.1.1 no such user"), "b@example.com
     ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else None,
 )
 def test_classify_defers_transient_errors_and_fails_permanent_ones(error, outcome, code):
-    result = sender.classify(error)
+    result = replies.classify(error)
     assert (result.outcome, result.code) == (outcome, code)
 
 
 def test_classify_keeps_what_the_server_said():
-    assert sender.classify(smtplib.SMTPDataError(451, b"4.7.1 try again later")).error == (
+    assert replies.classify(smtplib.SMTPDataError(451, b"4.7.1 try again later")).error == (
         "451 4.7.1 try again later"
     )
-    refused = sender.classify(smtplib.SMTPRecipientsRefused(REFUSED_FOR_NOW)).error
+    refused = replies.classify(smtplib.SMTPRecipientsRefused(REFUSED_FOR_NOW)).error
     assert "a@example.com: 550 5.1.1 no such user" in refused
     assert "b@example.com: 452 full" in refused
-    assert "bad value" in sender.classify(ValueError("bad value")).error
+    assert "bad value" in replies.classify(ValueError("bad value")).error
 
 
 def test_one_connection_carries_a_whole_batch(smtp_app, smtp, make_message):

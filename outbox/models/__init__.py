@@ -1,0 +1,181 @@
+"""The database tables: messages, their attachments and attempts, and the rest by subject.
+
+Every table is importable from here; the staff's tables live in .staff, the workers'
+bookkeeping in .ops, and the column types in .types.
+"""
+
+from datetime import datetime
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
+
+from ..addresses import Kind, Mailbox, by_kind
+from ..extensions import Base
+from ..status import Status
+from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
+from .staff import ApiToken, AuditEvent, SignInFailure, User
+from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
+
+
+class Message(Base):
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    message_id: Mapped[str] = mapped_column(Key, unique=True)
+    # Addresses as parsed at enqueue: addr-spec and display name apart, never parsed again.
+    from_addr: Mapped[str] = mapped_column(String(998))
+    from_name: Mapped[str] = mapped_column(String(998), default="")
+    reply_to: Mapped[str | None] = mapped_column(String(998))
+    reply_to_name: Mapped[str] = mapped_column(String(998), default="")
+    # To, Cc and Bcc in the order given: [{"kind": "to", "address": ..., "name": ...}, ...]
+    # (addresses.stored).
+    recipients: Mapped[list[dict[str, str]]] = mapped_column(JSON)
+    subject: Mapped[str] = mapped_column(String(998), default="")
+    text_body: Mapped[str | None] = mapped_column(LongText)
+    html_body: Mapped[str | None] = mapped_column(LongText)
+    headers: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    priority: Mapped[int] = mapped_column(Integer, default=0)
+    send_after: Mapped[datetime | None] = mapped_column(Timestamp)
+    status: Mapped[str] = mapped_column(String(16), default=Status.QUEUED.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    max_attempts: Mapped[int] = mapped_column(Integer)
+    last_retry: Mapped[datetime | None] = mapped_column(Timestamp)
+    next_attempt_at: Mapped[datetime] = mapped_column(Timestamp)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    locked_by: Mapped[str | None] = mapped_column(String(255))
+    locked_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    # When it settled (sent, failed or cancelled; moves.guarded writes it, a resend clears
+    # it) and when retention dropped its bodies and attachments (outbox.retention).
+    settled_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    bodies_dropped_at: Mapped[datetime | None] = mapped_column(Timestamp)
+    created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
+    source: Mapped[str] = mapped_column(Key, default="")
+    idempotency_key: Mapped[str | None] = mapped_column(Key)
+    request_hash: Mapped[str | None] = mapped_column(String(64))
+    attachment_count: Mapped[int] = mapped_column(Integer, default=0)
+    # The sent message this one is a copy of (staff's "Send again"); its copies point here.
+    resent_from: Mapped[int | None] = mapped_column(
+        ForeignKey("messages.id", ondelete="SET NULL"), index=True
+    )
+
+    @property
+    def sender(self) -> Mailbox:
+        return Mailbox(self.from_addr, self.from_name)
+
+    @property
+    def reply_to_mailbox(self) -> Mailbox | None:
+        return Mailbox(self.reply_to, self.reply_to_name) if self.reply_to else None
+
+    def recipients_of(self, kind: Kind) -> list[Mailbox]:
+        """The mailboxes named in To, Cc or Bcc, in the order given."""
+        return by_kind(self.recipients)[kind]
+
+    def listed(self, kind: Kind) -> str:
+        """The mailboxes of To, Cc or Bcc as a person reads them, comma-separated."""
+        return ", ".join(str(mailbox) for mailbox in self.recipients_of(kind))
+
+    attachments: Mapped[list["Attachment"]] = relationship(
+        back_populates="message", lazy="raise", order_by="Attachment.id"
+    )
+    attempt_log: Mapped[list["Attempt"]] = relationship(
+        back_populates="message", lazy="raise", order_by="Attempt.id"
+    )
+
+    __table_args__ = (
+        Index("ix_messages_created", "created_at"),
+        UniqueConstraint("source", "idempotency_key", name="uq_messages_idempotency"),
+    )
+
+
+# The claim reads one status at a time in exactly this order, so each claim is an
+# index range scan that stops after a batch, however many sent rows the table holds.
+Index(
+    "ix_messages_claim",
+    Message.status,
+    Message.priority.desc(),
+    Message.next_attempt_at,
+    Message.id,
+)
+
+
+class Attachment(Base):
+    __tablename__ = "attachments"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    message_pk: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    filename: Mapped[str] = mapped_column(String(255))
+    content_type: Mapped[str] = mapped_column(String(255))
+    size: Mapped[int] = mapped_column(BigInteger)
+
+    message: Mapped[Message] = relationship(back_populates="attachments")
+
+
+class AttachmentChunk(Base):
+    __tablename__ = "attachment_chunks"
+
+    attachment_id: Mapped[int] = mapped_column(
+        ForeignKey("attachments.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(Blob)
+
+
+class Attempt(Base):
+    __tablename__ = "attempts"
+
+    id: Mapped[int] = mapped_column(Id, primary_key=True)
+    message_pk: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), index=True
+    )
+    started_at: Mapped[datetime] = mapped_column(Timestamp)
+    finished_at: Mapped[datetime] = mapped_column(Timestamp)
+    worker_id: Mapped[str] = mapped_column(String(255))
+    outcome: Mapped[str] = mapped_column(String(16))
+    smtp_code: Mapped[int | None] = mapped_column(Integer)
+    error: Mapped[str | None] = mapped_column(Text)
+    # The server's reply at the end of DATA when it took the mail ("2.0.0 Ok: queued as ...").
+    reply: Mapped[str | None] = mapped_column(String(REPLY_CHARS))
+
+    message: Mapped[Message] = relationship(back_populates="attempt_log")
+
+
+# Per-status listing newest first, the oldest waiting message, and capped counts.
+Index("ix_messages_status_id", Message.status, Message.id)
+# The purge finds old settled rows by a range scan, not by reading every message.
+Index("ix_messages_settled", Message.settled_at)
+Index("ix_messages_bodies", Message.bodies_dropped_at, Message.settled_at)
+# Covering for the dashboard's hourly chart: the range and the outcome, no row lookups.
+Index("ix_attempts_finished", Attempt.finished_at, Attempt.outcome)
+
+
+# Set up the relationships now rather than at the first query or constructor call:
+# queue builds stored Messages as the ORM loads them, without __init__, which is what
+# would otherwise trigger it.
+configure_mappers()
+
+__all__ = [
+    "ApiToken",
+    "Attachment",
+    "AttachmentChunk",
+    "Attempt",
+    "AttemptHour",
+    "AuditEvent",
+    "Blob",
+    "CHUNK_BYTES",
+    "Id",
+    "Key",
+    "LongText",
+    "Message",
+    "Pause",
+    "REPLY_CHARS",
+    "RetentionRun",
+    "SignInFailure",
+    "StatusCount",
+    "Timestamp",
+    "User",
+    "WorkerBeat",
+    "utcnow",
+]

@@ -1,0 +1,28 @@
+"""Column types and the clock every table shares."""
+
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, DateTime, Integer, LargeBinary, String, Text
+from sqlalchemy.dialects import mysql
+
+# SQLite only numbers rows by itself for a plain INTEGER primary key.
+Id = BigInteger().with_variant(Integer(), "sqlite")
+# MySQL and MariaDB keep whole seconds unless told otherwise; the queue orders by
+# these columns, so keep microseconds everywhere. All timestamps are naive UTC.
+Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+# TEXT is 64 KiB on MySQL; bodies may be far larger.
+LongText = Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb")
+# One attachment is split into chunks of this many bytes, so that no single row
+# comes near MySQL's max_allowed_packet (16 MiB by default) and no read holds more
+# than a chunk of it at a time besides the message being built.
+CHUNK_BYTES = 1024 * 1024
+# Identifiers compared exactly: MySQL's default collation would fold case.
+Key = String(255).with_variant(mysql.VARCHAR(255, collation="utf8mb4_bin"), "mysql", "mariadb")
+# An accepting server's reply is kept up to this many characters: it names the queue id.
+REPLY_CHARS = 255
+Blob = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
+
+
+def utcnow() -> datetime:
+    """The current time as the naive UTC datetime the tables hold."""
+    return datetime.now(UTC).replace(tzinfo=None)
