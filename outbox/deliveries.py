@@ -29,6 +29,8 @@ class State(StrEnum):
     SENT = "sent"  # the server took the mail for it
     FAILED = "failed"  # refused for good, or given up on
     CANCELLED = "cancelled"  # the message was cancelled before it was delivered
+    BOUNCED = "bounced"  # taken, then returned as undeliverable by a later server
+    SUPPRESSED = "suppressed"  # on the suppression list at enqueue: never sent to
 
 
 @dataclass(frozen=True)
