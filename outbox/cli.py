@@ -18,6 +18,7 @@ from . import (
     tokens,
     worker,
 )
+from .bounces import inbound
 from .models import Pause
 from .roles import ROLES, SCOPES
 
@@ -219,5 +220,6 @@ def register(app: Flask) -> None:
         unlock_command,
         checkup.command,  # metrics (issue 14): `outbox check`
         retention.purge_command,
+        inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
     ):
         app.cli.add_command(command)

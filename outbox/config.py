@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import logs, smtp
+from .bounces import verp
 from .status import shortest_lock_timeout
 
 # Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
@@ -59,14 +60,23 @@ DEFAULTS: dict[str, Any] = {
     # after RETENTION_BODY_DAYS (outbox.retention); 0 keeps them for good.
     "RETENTION_DAYS": 90,  # days
     "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
+    # --- bounces (issue 15) ---
+    "BOUNCE_ADDRESS": None,  # address; set, each recipient's envelope sender is its VERP form
+    "BOUNCE_MAX_BYTES": 10 * 1024 * 1024,  # bytes, the largest bounce mail taken in
+    "BOUNCE_IMAP_URL": None,  # imaps://user:pass@host[:port]/FOLDER polled by the workers
+    "BOUNCE_IMAP_CA_FILE": None,  # path of a PEM file of CAs trusted besides the system's
+    "BOUNCE_IMAP_INTERVAL": 60.0,  # seconds between polls of the mailbox
+    "BOUNCE_IMAP_DONE": "outbox-done",  # folder handled mails move to; "" deletes them
+    "BOUNCE_IMAP_ALLOW_PLAINTEXT": False,  # bool: take imap:// (no TLS), with a warning
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
-_BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER"}
+_BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER", "BOUNCE_IMAP_ALLOW_PLAINTEXT"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
-_INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS"}
+_INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS", "BOUNCE_MAX_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
+_FLOATS |= {"BOUNCE_IMAP_INTERVAL"}
 
 
 def domain_names(raw: str) -> frozenset[str]:
@@ -138,6 +148,7 @@ def check(config: Mapping[str, Any]) -> None:
                          "without dots around them, such as {'local'}")  # fmt: skip
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
+    verp.check(config)  # bounces (issue 15)
     if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held
         try:
             smtp.tls_context(config["MAIL_TLS_VERIFY"], config["MAIL_TLS_CA_FILE"])

@@ -20,6 +20,7 @@ from flask import current_app
 from sqlalchemy import Table, delete, func, select, update
 
 from . import audit, rollups
+from .bounces import store as bounce_store
 from .extensions import db
 from .models import Attachment, AttachmentChunk, Attempt, Message, RetentionRun, utcnow
 from .queue import moves
@@ -92,6 +93,7 @@ def purge(
     done = Purged()
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
+        bounce_store.purge_old(gone)  # bounces (issue 15): bounce mails received before
     if bodies is not None:
         done.add(_in_batches(_with_bodies(bodies), _drop_bodies(now), pace))
     if done.messages or done.bodies_dropped:  # by hand or a worker's daily turn ("cli:...")
