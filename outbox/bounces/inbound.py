@@ -53,7 +53,8 @@ class Handler:
 
     def _save(self, raw: bytes, envelope: Envelope) -> tuple[int, bool]:
         with self.app.app_context():
-            return store.save(raw, "smtp", str(envelope.mail_from or ""), envelope.rcpt_tos)
+            null = str(envelope.mail_from or "").strip("<>")  # a bounce comes from <>
+            return store.save(raw, "smtp", null, envelope.rcpt_tos)
 
     def _process(self, pk: int) -> None:
         with self.app.app_context():
@@ -69,16 +70,12 @@ def split_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def serve(app: Flask, host: str, port: int, stop: threading.Event) -> None:
-    """Listen on host:port until stop is set."""
-    handler = Handler(app)
+def listening(app: Flask, host: str, port: int) -> Controller:
+    """The server, listening on host:port from its return; stop() ends it."""
     limit = app.config["BOUNCE_MAX_BYTES"]
-    controller = Controller(handler, hostname=host, port=port, data_size_limit=limit)
+    controller = Controller(Handler(app), hostname=host, port=port, data_size_limit=limit)
     controller.start()
-    try:
-        stop.wait()
-    finally:
-        controller.stop()
+    return controller
 
 
 @click.command("bounces")
@@ -97,8 +94,12 @@ def bounces_command(listen: str) -> None:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     try:
-        click.echo(f"taking bounces for {app.config['BOUNCE_ADDRESS']} on {host}:{port}")
-        serve(app, host, port, stop)
+        controller = listening(app, host, port)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+    click.echo(f"taking bounces for {app.config['BOUNCE_ADDRESS']} on {host}:{port}")
+    try:
+        stop.wait()
+    finally:
+        controller.stop()
     click.echo("stopped")

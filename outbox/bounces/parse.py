@@ -12,6 +12,7 @@ import email
 import email.errors
 import email.header
 import email.policy
+import logging
 import re
 from dataclasses import dataclass, field
 from email.message import Message
@@ -29,6 +30,8 @@ OUT_OF_OFFICE = re.compile(
 )
 MAILER = re.compile(r"mailer-daemon|postmaster|mail delivery (sub)?system", re.IGNORECASE)
 DIAGNOSTIC_CHARS = 2000
+# flufl.bounce logs a line at INFO for every detector it runs on every mail.
+logging.getLogger("flufl.bounce").setLevel(logging.WARNING)
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,7 @@ def _apply(row: BounceMail, message: Message, index: int | None,
         entries[i].update(state=State.BOUNCED.value, dsn=failure.status,
                           reply=failure.diagnostic or failure.status or "bounced")  # fmt: skip
         entries[i].pop("code", None)
+        entries[i].setdefault("attempts", message.attempts)  # an own state names its attempts
         if failure.smtp_code:
             entries[i]["code"] = failure.smtp_code
         marked.append(str(entries[i]["address"]))
