@@ -4,7 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import logs, smtp
-from .bounces import verp
+from .bounces import settings as bounce_settings
 from .status import shortest_lock_timeout
 
 # Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
@@ -148,7 +148,7 @@ def check(config: Mapping[str, Any]) -> None:
                          "without dots around them, such as {'local'}")  # fmt: skip
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
-    verp.check(config)  # bounces (issue 15)
+    bounce_settings.check(config)  # bounces (issue 15)
     if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held
         try:
             smtp.tls_context(config["MAIL_TLS_VERIFY"], config["MAIL_TLS_CA_FILE"])

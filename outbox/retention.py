@@ -196,8 +196,9 @@ def _drop_bodies(now: datetime) -> Any:
     return drop
 
 
-def take_turn(now: datetime, name: str = "purge") -> bool:
-    """Whether this worker runs the daily purge: the one whose UPDATE moves last_run_at on.
+def take_turn(now: datetime, name: str = "purge", every: timedelta = EVERY) -> bool:
+    """Whether this worker runs the daily purge (or the job `name`, once `every`): the one
+    whose UPDATE moves last_run_at on.
 
     The row is made once if missing (a second maker's insert does nothing); the UPDATE
     is atomic, so of several workers finding it due exactly one changes it.
@@ -205,7 +206,7 @@ def take_turn(now: datetime, name: str = "purge") -> bool:
     with db.engine.begin() as conn:  # its own short transaction
         conn.execute(rollups._upsert(RUNS, replace=False), [{"name": name, "last_run_at": None}])
     with db.engine.begin() as conn:
-        due = (RUNS.c.last_run_at.is_(None)) | (RUNS.c.last_run_at <= now - EVERY)
+        due = (RUNS.c.last_run_at.is_(None)) | (RUNS.c.last_run_at <= now - every)
         stmt = update(RUNS).where(RUNS.c.name == name, due).values(last_run_at=now)
         return cast(Any, conn.execute(stmt)).rowcount == 1
 
