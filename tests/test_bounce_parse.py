@@ -30,11 +30,18 @@ def test_each_mtas_hard_bounce_names_the_recipient_status_and_returned_message(b
     assert TO in found.to_headers
 
 
-def test_the_smtp_code_is_read_from_the_diagnostic():
+def test_the_smtp_code_and_the_servers_words_are_read_from_the_diagnostic():
     (failure,) = parse.read(bouncemail.postfix(TO, WHO, MID)).failures
     assert failure.smtp_code == 550
+    assert failure.said == (
+        "5.1.1 <ann@example.org>: Recipient address rejected: User unknown in local recipient table"
+    )
+    (failure,) = parse.read(bouncemail.gmail(TO, WHO, MID)).failures
+    assert failure.smtp_code == 550  # Gmail's multi-line form: 550-5.1.1
+    assert failure.said == "5.1.1 The email account that you tried to reach does not exist."
     (failure,) = parse.read(bouncemail.exim(TO, WHO, MID)).failures
     assert failure.smtp_code is None  # Exim's words do not start with the code
+    assert failure.said.startswith("host mx.example.org [192.0.2.25] SMTP error")
 
 
 def test_a_delay_is_soft():

@@ -21,7 +21,8 @@ from flufl.bounce import all_failures
 
 HARD, SOFT, AUTO_REPLY, UNPARSED, OTHER = "hard", "soft", "auto-reply", "unparsed", "other"
 STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
-SMTP_CODE = re.compile(r"^\s*(?:smtp\s*;\s*)?([245]\d\d)\b", re.IGNORECASE)
+SMTP_CODE = re.compile(r"^\s*(?:smtp\s*;\s*)?([245]\d\d)\b[ -]?", re.IGNORECASE)
+DIAGNOSTIC_TYPE = re.compile(r"^\s*(?:smtp|x-[\w-]+)\s*;\s*", re.IGNORECASE)
 MESSAGE_ID = re.compile(rb"^Message-ID:[ \t]*(<[^>\s]+>)", re.IGNORECASE | re.MULTILINE)
 OUT_OF_OFFICE = re.compile(
     r"out of (the )?office|auto(matic)?[- ]?reply|autoreply|abwesenheit|absence|vacation|"
@@ -50,6 +51,14 @@ class Failure:
         """The SMTP reply code inside the diagnostic, if it names one."""
         found = SMTP_CODE.match(self.diagnostic or "")
         return int(found[1]) if found else None
+
+    @property
+    def said(self) -> str:
+        """The remote server's words without the diagnostic's type and the SMTP code."""
+        text = self.diagnostic or ""
+        found = SMTP_CODE.match(text)
+        text = text[found.end() :] if found else DIAGNOSTIC_TYPE.sub("", text)
+        return text.strip() or self.status or "bounced"
 
 
 @dataclass

@@ -171,8 +171,7 @@ def _apply(row: BounceMail, message: Message, index: int | None,
     for i, failure in chosen.items():
         if state(entries[i], message.status) is not State.SENT:
             continue  # refused at SMTP, suppressed, not sent yet, or bounced already
-        entries[i].update(state=State.BOUNCED.value, dsn=failure.status,
-                          reply=failure.diagnostic or failure.status or "bounced")  # fmt: skip
+        entries[i].update(state=State.BOUNCED.value, dsn=failure.status, reply=failure.said)
         entries[i].pop("code", None)
         entries[i].setdefault("attempts", message.attempts)  # an own state names its attempts
         if failure.smtp_code:
