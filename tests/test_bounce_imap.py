@@ -8,6 +8,7 @@ import time
 import pytest
 from sqlalchemy import select
 
+from outbox import checkup
 from outbox import config as settings
 from outbox.bounces import imap, store
 from outbox.bounces.settings import Mailbox, mailbox
@@ -141,3 +142,14 @@ def test_a_running_worker_polls_the_mailbox(app, dovecot, tmp_path):
             time.sleep(0.2)
         assert processes.end(worker) == 0
     assert folder(dovecot) == 0 and [m.via for m in stored()] == ["imap"]
+
+
+def test_outbox_check_logs_in_and_counts_the_mails_waiting(app, dovecot):
+    configured(app, dovecot)
+    dovecot.deliver(bouncemail.stray(BOUNCES))
+    found = {result.name: result for result in checkup.run()}["bounces"]
+    assert found.ok and found.found.endswith("INBOX: 1 mails waiting")
+    app.config["BOUNCE_IMAP_CA_FILE"] = None
+    found = {result.name: result for result in checkup.run()}["bounces"]
+    assert not found.ok and "CERTIFICATE_VERIFY_FAILED" in found.found
+    assert found.hint == "set OUTBOX_BOUNCE_IMAP_CA_FILE to the CA of its certificate"

@@ -9,6 +9,7 @@ again, and its digest makes it the same row.
 """
 
 import logging
+import ssl
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -90,6 +91,23 @@ def _put_away(client: IMAPClient, uids: list[int], done: str) -> None:
         client.uid_expunge(uids)
     else:
         client.expunge()
+
+
+def probe(config: Any) -> tuple[bool, str, str | None]:
+    """For `outbox check`: log in, select the folder, count its mails; (ok, found, fix hint)."""
+    box = mailbox(config["BOUNCE_IMAP_URL"])
+    try:
+        client = connect(config)
+    except Exception as exc:
+        hint = "set OUTBOX_BOUNCE_IMAP_CA_FILE to the CA of its certificate"
+        if not isinstance(exc, ssl.SSLCertVerificationError):
+            hint = "check OUTBOX_BOUNCE_IMAP_URL: host, port, user, password and folder"
+        return False, f"{box.host}:{box.port}: {type(exc).__name__}: {exc}", hint
+    try:
+        waiting = len(client.search(["NOT", "DELETED"]))
+    finally:
+        client.logout()
+    return True, f"{box.host}:{box.port} {box.folder}: {waiting} mails waiting", None
 
 
 def poll_if_due(worker_id: str) -> int | None:

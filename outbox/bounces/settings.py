@@ -8,12 +8,15 @@ from urllib.parse import unquote, urlsplit
 from . import verp
 
 PORTS = {"imaps": 993, "imap": 143}
+MAX_BYTES = 16 * 1024 * 1024 - 1  # the largest bounce mail a MariaDB MEDIUMBLOB keeps
 
 
 def check(config: Any) -> None:
     """ValueError naming the problem if the bounce settings cannot work."""
     verp.check(config)
     check_imap(config)
+    if not 1024 <= config["BOUNCE_MAX_BYTES"] <= MAX_BYTES:  # a MEDIUMBLOB on MariaDB
+        raise ValueError(f"BOUNCE_MAX_BYTES must be 1024 to {MAX_BYTES:,}")
 
 
 @dataclass(frozen=True)
