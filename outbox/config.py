@@ -60,6 +60,8 @@ DEFAULTS: dict[str, Any] = {
     # after RETENTION_BODY_DAYS (outbox.retention); 0 keeps them for good.
     "RETENTION_DAYS": 90,  # days
     "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
+    # The audit trail's events are removed this long after they happened; 0 keeps them.
+    "AUDIT_RETENTION_DAYS": 365,  # days
     # --- bounces (issue 15) ---
     "BOUNCE_ADDRESS": None,  # address; set, each recipient's envelope sender is its VERP form
     "BOUNCE_MAX_BYTES": 10 * 1024 * 1024,  # bytes, the largest bounce mail taken in
@@ -73,7 +75,8 @@ DEFAULTS: dict[str, Any] = {
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
 _BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER", "BOUNCE_IMAP_ALLOW_PLAINTEXT"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
-_INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS", "BOUNCE_MAX_BYTES"}
+_INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS", "AUDIT_RETENTION_DAYS"}
+_INTS |= {"BOUNCE_MAX_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
 _FLOATS |= {"BOUNCE_IMAP_INTERVAL"}
@@ -129,8 +132,9 @@ def check(config: Mapping[str, Any]) -> None:
     if config["TOKEN_CACHE_SECONDS"] < 0:
         raise ValueError("TOKEN_CACHE_SECONDS must be 0 or more")
     keep, body = config["RETENTION_DAYS"], config["RETENTION_BODY_DAYS"]
-    if keep < 0 or body < 0:
-        raise ValueError("RETENTION_DAYS and RETENTION_BODY_DAYS are 0 (keep for good) or more")
+    if keep < 0 or body < 0 or config["AUDIT_RETENTION_DAYS"] < 0:
+        raise ValueError("RETENTION_DAYS, RETENTION_BODY_DAYS and AUDIT_RETENTION_DAYS are 0 "
+                         "(keep for good) or more")  # fmt: skip
     if keep and (not body or body > keep):
         raise ValueError("RETENTION_BODY_DAYS must be 1 to RETENTION_DAYS when RETENTION_DAYS "
                          "is set: bodies cannot outlive their messages")  # fmt: skip

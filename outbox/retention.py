@@ -49,15 +49,22 @@ class Purged:
     attempts: int = 0
     attachments: int = 0
     bodies_dropped: int = 0
+    audit_events: int = 0
 
     def add(self, other: "Purged") -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def __str__(self) -> str:
-        return (f"{self.messages} messages, {self.attempts} attempts, "
+        said = (f"{self.messages} messages, {self.attempts} attempts, "
                 f"{self.attachments} attachments removed; "
                 f"bodies dropped from {self.bodies_dropped} messages")  # fmt: skip
+        if self.audit_events:
+            said += f"; {self.audit_events} audit events removed"
+        return said
+
+    def __bool__(self) -> bool:
+        return bool(self.messages or self.bodies_dropped or self.audit_events)
 
 
 def cutoffs(now: datetime, days: int | None = None) -> tuple[datetime | None, datetime | None]:
@@ -87,8 +94,13 @@ def purge(
     if days is not None and days < 1:
         raise ValueError("--older-than is at least 1 day: the dashboard's chart shows 24 hours")
     gone, bodies = cutoffs(now, days)
+    trail = current_app.config["AUDIT_RETENTION_DAYS"]
+    trail_cutoff = now - timedelta(days=trail) if trail else None
     if dry_run:
-        return _count(gone, bodies)
+        found = _count(gone, bodies)
+        if trail_cutoff is not None:
+            found.audit_events = audit.purge_old(trail_cutoff, dry_run=True)
+        return found
     rollups.roll_up_hours(now)  # the chart's settled hours are kept before any attempt goes
     done = Purged()
     if gone is not None:
@@ -96,7 +108,9 @@ def purge(
         bounce_store.purge_old(gone)  # bounces (issue 15): bounce mails received before
     if bodies is not None:
         done.add(_in_batches(_with_bodies(bodies), _drop_bodies(now), pace))
-    if done.messages or done.bodies_dropped:  # by hand or a worker's daily turn ("cli:...")
+    if trail_cutoff is not None:
+        done.audit_events = audit.purge_old(trail_cutoff)
+    if done:  # by hand or a worker's daily turn ("cli:...")
         audit.record("purge", detail=str(done))
     return done
 
@@ -196,6 +210,12 @@ def _drop_bodies(now: datetime) -> Any:
     return drop
 
 
+def _any_rule() -> bool:
+    config = current_app.config
+    return any(config[name] for name in ("RETENTION_DAYS", "RETENTION_BODY_DAYS",
+                                         "AUDIT_RETENTION_DAYS"))  # fmt: skip
+
+
 def take_turn(now: datetime, name: str = "purge", every: timedelta = EVERY) -> bool:
     """Whether this worker runs the daily purge (or the job `name`, once `every`): the one
     whose UPDATE moves last_run_at on.
@@ -216,8 +236,7 @@ def purge_if_due(worker_id: str) -> Purged | None:
 
     A failure is logged, not raised: the next day's purge takes what is left.
     """
-    config = current_app.config
-    if not (config["RETENTION_DAYS"] or config["RETENTION_BODY_DAYS"]):
+    if not _any_rule():
         return None
     try:
         now = utcnow()
@@ -249,9 +268,9 @@ def purge_command(days: int | None, dry_run: bool) -> None:
     with their attempts and attachments; the bodies and attachments of those settled more
     than OUTBOX_RETENTION_BODY_DAYS ago are dropped. Prints what it removed.
     """
-    if days is None and not (current_app.config["RETENTION_DAYS"]
-                             or current_app.config["RETENTION_BODY_DAYS"]):  # fmt: skip
-        click.echo("nothing to do: OUTBOX_RETENTION_DAYS and OUTBOX_RETENTION_BODY_DAYS are 0")
+    if days is None and not _any_rule():
+        click.echo("nothing to do: OUTBOX_RETENTION_DAYS, OUTBOX_RETENTION_BODY_DAYS and "
+                   "OUTBOX_AUDIT_RETENTION_DAYS are 0")  # fmt: skip
         return
     done = purge(days=days, dry_run=dry_run)
     click.echo(("would remove: " if dry_run else "removed: ") + str(done))
