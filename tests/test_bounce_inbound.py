@@ -2,6 +2,7 @@
 
 import os
 import smtplib
+import socket
 import sys
 from collections.abc import Iterator
 
@@ -154,3 +155,18 @@ def test_a_hard_bounce_suppresses_the_address(smtp_app, smtp, make_message, list
     (mail,) = stored()
     (entry,) = suppression.matching(["ann@example.org"]).values()
     assert (entry.source, entry.message_pk, entry.bounce_pk) == ("bounce", pk, mail.id)
+
+
+def test_the_command_names_what_is_missing_or_wrong(app, runner):
+    done = runner.invoke(args=["bounces", "--listen", "127.0.0.1:2525"])
+    assert done.exit_code == 2 and "set OUTBOX_BOUNCE_ADDRESS first" in done.output
+    app.config["BOUNCE_ADDRESS"] = BOUNCES
+    for bad in ("2525", "127.0.0.1:", "127.0.0.1:99999", ":2525"):
+        done = runner.invoke(args=["bounces", "--listen", bad])
+        assert done.exit_code == 2 and "is not HOST:PORT" in done.output, bad
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = runner.invoke(args=["bounces", "--listen", f"127.0.0.1:{port}"])
+    assert done.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in done.output

@@ -74,7 +74,11 @@ def listening(app: Flask, host: str, port: int) -> Controller:
     """The server, listening on host:port from its return; stop() ends it."""
     limit = app.config["BOUNCE_MAX_BYTES"]
     controller = Controller(Handler(app), hostname=host, port=port, data_size_limit=limit)
-    controller.start()
+    try:
+        controller.start()
+    except BaseException:
+        controller.loop.close()  # aiosmtpd leaves the loop of a server that never started
+        raise
     return controller
 
 
@@ -90,13 +94,13 @@ def bounces_command(listen: str) -> None:
     waiting = store.process_waiting()  # left unread by a process that stopped in between
     if waiting:
         click.echo(f"processed {waiting} bounce mails stored earlier")
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
     try:
         controller = listening(app, host, port)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     click.echo(f"taking bounces for {app.config['BOUNCE_ADDRESS']} on {host}:{port}")
     try:
         stop.wait()
