@@ -60,6 +60,20 @@ def test_a_message_being_sent_again_is_not_written_and_the_bounce_says_so(
     assert "being sent again" in (mail.note or "")
 
 
+@pytest.mark.all_databases
+def test_without_verp_a_bounce_is_matched_by_the_returned_message_id(smtp_app, smtp, make_message):
+    message = make_message(to=[A, B])  # no BOUNCE_ADDRESS: the mail goes from its sender
+    Worker().drain()
+    assert [m.mail_from for m in smtp.received] == ["outbox@example.com"]
+    raw = bouncemail.exchange("outbox@example.com", B, message.message_id)
+    pk = store.take_in(raw, "imap")  # as from the sender's mailbox over IMAP
+    assert (
+        states(fresh(message.id))[B][0] == "bounced" and states(fresh(message.id))[A][0] == "sent"
+    )
+    mail = db.session.get(BounceMail, pk)
+    assert (mail.kind, mail.message_pk, mail.matched_by) == ("hard", message.id, "message-id")
+
+
 def test_a_second_bounce_for_a_bounced_recipient_changes_nothing(smtp_app, smtp, make_message):
     message, paths = verp_sent(smtp_app, smtp, make_message, [A])
     store.take_in(bouncemail.postfix(paths[A], A, message.message_id), "smtp", None, [paths[A]])

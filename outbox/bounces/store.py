@@ -29,6 +29,14 @@ from . import parse, verp
 
 log = logging.getLogger("outbox.bounces")
 PURGE_BATCH = 500
+# Every recipient of a message sees its Message-ID, and could write a "bounce" naming
+# another recipient. With VERP on, a real bounce comes to the recipient's own return path.
+FORGEABLE = ("matched by its Message-ID alone: with VERP on, only a bounce to the "
+             "recipient's own return path marks it")  # fmt: skip
+
+
+def verp_on() -> bool:
+    return bool(current_app.config.get("BOUNCE_ADDRESS"))
 
 
 def save(raw: bytes, via: str, envelope_from: str | None = None,
@@ -111,7 +119,9 @@ def process(pk: int) -> BounceMail:
             row.note = "no message of outbox matches its return path or Message-ID"
         else:
             row.message_pk = message.id
-            if found.kind == parse.HARD:
+            if found.kind == parse.HARD and row.matched_by == "message-id" and verp_on():
+                row.note = FORGEABLE
+            elif found.kind == parse.HARD:
                 marked = _apply(row, message, index, found.failures)
     db.session.commit()
     if marked:
