@@ -104,3 +104,22 @@ def test_each_copy_delivered_by_postfix_carries_its_recipients_return_path(
     paths = {mail.rcpt_tos[0]: mail.mail_from for mail in mails}  # Return-Path of each copy
     assert paths == {A: verp.address_for(BOUNCES, app.secret_key, message.id, 0),
                      B: verp.address_for(BOUNCES, app.secret_key, message.id, 1)}  # fmt: skip
+
+
+@pytest.mark.parametrize("pipelining", [True, False])
+def test_with_verp_a_refusal_in_the_envelope_sent_ahead_leaves_the_rest_to_go(
+    smtp_app, smtp, make_message, pipelining
+):
+    smtp_app.config["BOUNCE_ADDRESS"] = BOUNCES
+    smtp.recorder.pipelining = pipelining
+    smtp.recorder.rcpt_replies[B] = "550 5.1.1 no such user"
+    first = make_message(to=[A])
+    second = make_message(to=[B, C])  # B's envelope goes with the end of the first mail
+    third = make_message(to=[A])
+    Worker().drain()
+    assert states(fresh(second.id)) == {B: ("failed", 550, 1), C: ("sent", None, 1)}
+    assert fresh(first.id).status == fresh(third.id).status == Status.SENT
+    got = [(verp.target(m.mail_from, BOUNCES, smtp_app.secret_key), m.rcpt_tos)
+           for m in smtp.received]  # fmt: skip
+    assert got == [(verp.Target(first.id, 0), [A]), (verp.Target(second.id, 1), [C]),
+                   (verp.Target(third.id, 0), [A])]  # fmt: skip
