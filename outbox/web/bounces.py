@@ -36,20 +36,20 @@ def _mail(pk: int) -> BounceMail:
     return found
 
 
-@bp.get("/<int:pk>")
-def show(pk: int) -> ResponseReturnValue:
-    mail = _mail(pk)
+@bp.get("/<int:bounce_pk>")
+def show(bounce_pk: int) -> ResponseReturnValue:
+    mail = _mail(bounce_pk)
     return render_template("bounces/show.html", mail=mail, text=_text(mail.raw))
 
 
-@bp.get("/<int:pk>/raw")
-def raw(pk: int) -> ResponseReturnValue:
+@bp.get("/<int:bounce_pk>/raw")
+def raw(bounce_pk: int) -> ResponseReturnValue:
     """The mail as it came, as text/plain: a browser never renders it as HTML."""
-    response = Response(_mail(pk).raw, mimetype="text/plain")
+    response = Response(_mail(bounce_pk).raw, mimetype="text/plain")
     response.headers["Content-Type"] = "text/plain; charset=utf-8"
     response.headers["Content-Security-Policy"] = RAW_POLICY
     response.headers["X-Content-Type-Options"] = "nosniff"
-    response.headers["Content-Disposition"] = f'inline; filename="bounce-{pk}.eml.txt"'
+    response.headers["Content-Disposition"] = f'inline; filename="bounce-{bounce_pk}.eml.txt"'
     return response
 
 
