@@ -6,6 +6,7 @@ import sys
 import time
 
 import pytest
+from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import select
 
 from outbox import checkup
@@ -107,10 +108,13 @@ def test_plain_imap_needs_the_opt_out_and_warns(app, dovecot, caplog):
     config = {**settings.DEFAULTS, "BOUNCE_IMAP_URL": plain, "BOUNCE_IMAP_ALLOW_PLAINTEXT": True}
     settings.check(config)
     dovecot.deliver(bouncemail.stray(BOUNCES))
-    imap._warned = False
+    assert imap.poll(config) == 1
+    app.config.update(config)
+    scheduler = BackgroundScheduler()
     with caplog.at_level(logging.WARNING, logger="outbox.bounces"):
-        assert imap.poll(config) == 1
-    assert "unencrypted" in caplog.text
+        imap.schedule(scheduler, app, "w1")  # a worker's start
+    assert "w1: BOUNCE_IMAP_URL is plain imap://" in caplog.text
+    assert [job.id for job in scheduler.get_jobs()] == ["bounce-imap"]
 
 
 @pytest.mark.parametrize(

@@ -25,17 +25,11 @@ from .settings import context, mailbox
 
 log = logging.getLogger("outbox.bounces")
 FETCH_BATCH = 50  # mails fetched at a time
-_warned = False
 
 
 def connect(config: Any) -> IMAPClient:
     """A logged-in session on the mailbox, its certificate and host name checked."""
-    global _warned
     box = mailbox(config["BOUNCE_IMAP_URL"])
-    if not box.tls and not _warned:
-        log.warning("BOUNCE_IMAP_URL is plain imap://: the password and the bounce mails "
-                    "cross the network unencrypted (BOUNCE_IMAP_ALLOW_PLAINTEXT)")  # fmt: skip
-        _warned = True
     tls = context(config) if box.tls else None
     client = IMAPClient(box.host, box.port, ssl=box.tls, ssl_context=tls,
                         timeout=config["SMTP_TIMEOUT"])  # fmt: skip
@@ -134,8 +128,15 @@ def poll_if_due(worker_id: str) -> int | None:
 
 
 def schedule(scheduler: BaseScheduler, app: Flask, worker_id: str) -> None:
-    """Add the poll to a worker's scheduler: each worker asks, the one whose turn it is polls."""
+    """Add the poll to a worker's scheduler: each worker asks, the one whose turn it is polls.
+
+    Plain imap:// (allowed by BOUNCE_IMAP_ALLOW_PLAINTEXT) is warned about here, at start.
+    """
     interval = app.config["BOUNCE_IMAP_INTERVAL"]
+    if not mailbox(app.config["BOUNCE_IMAP_URL"]).tls:
+        log.warning("%s: BOUNCE_IMAP_URL is plain imap://: the password and the bounce mails "
+                    "cross the network unencrypted (BOUNCE_IMAP_ALLOW_PLAINTEXT)", worker_id,
+                    extra={"worker_id": worker_id})  # fmt: skip
 
     def job() -> None:
         with app.app_context():
