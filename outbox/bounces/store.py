@@ -110,7 +110,8 @@ def process(pk: int) -> BounceMail:
         (f for f in found.failures if f.hard), found.failures[0] if found.failures else None
     )
     if first is not None:
-        row.recipient, row.status, row.diagnostic = first.address, first.status, first.diagnostic
+        row.recipient, row.status = first.address[:998], first.status
+        row.diagnostic = first.diagnostic
     row.processed_at = utcnow()
     marked: list[str] = []
     if found.kind in (parse.HARD, parse.SOFT, parse.OTHER):
