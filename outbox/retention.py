@@ -34,8 +34,8 @@ CHUNKS = cast(Table, AttachmentChunk.__table__)
 RUNS = cast(Table, RetentionRun.__table__)
 BATCH = 500  # ids per transaction
 # The workers' daily purge rests this many times as long as each batch took, so it takes
-# at most a quarter of the database's time from sending (bench/purge.py); by hand, none.
-WORKER_PACE = 3.0
+# at most a tenth of the database's time from sending (bench/purge.py); by hand, none.
+WORKER_PACE = 9.0
 EVERY = timedelta(days=1)  # how often the workers purge
 SETTLED_VALUES = [s.value for s in SETTLED]
 
