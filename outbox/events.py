@@ -1,10 +1,24 @@
 """What happened to messages and recipients, told to the apps through their webhooks.
 
-The webhooks work owns this module; the kinds and emit()'s signature are the contract
-the bounce and suppression code call.
+The kinds and emit()'s signature are the contract the queue, the bounce and the
+suppression code call. An event becomes one row of webhook_deliveries per enabled
+endpoint that takes its kind, written in the caller's transaction (the caller
+commits), so an event is kept exactly when what it tells of is; the workers deliver
+the rows (outbox.webhooks).
 """
 
+import json
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import Table, insert, select
+
+from .extensions import db
+from .models import Message, WebhookDelivery, WebhookEndpoint, utcnow
+from .status import Status
 
 SENT = "message.sent"
 DEFERRED = "message.deferred"
@@ -12,6 +26,44 @@ FAILED = "message.failed"
 BOUNCED = "recipient.bounced"
 SUPPRESSED = "recipient.suppressed"
 KINDS = (SENT, DEFERRED, FAILED, BOUNCED, SUPPRESSED)
+TEST = "webhook.test"  # an endpoint's "send a test event", to that endpoint alone
+# The event each recorded status tells of (queue.outcomes).
+BY_STATUS = {Status.SENT: SENT, Status.DEFERRED: DEFERRED, Status.FAILED: FAILED}
+DELIVERIES = cast(Table, WebhookDelivery.__table__)
+ENDPOINTS = cast(Table, WebhookEndpoint.__table__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened, as its webhook's data tells it."""
+
+    kind: str
+    message_pk: int
+    message_id: str
+    recipient: str | None = None
+    code: str | None = None
+    text: str | None = None
+    at: datetime | None = None
+
+    def data(self) -> dict[str, Any]:
+        return {"id": self.message_pk, "message_id": self.message_id,
+                "recipient": self.recipient, "code": self.code, "text": self.text,
+                "at": iso(self.at)}  # fmt: skip
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat(timespec="microseconds") + "Z"
+
+
+def body(kind: str, data: Mapping[str, Any], now: datetime) -> str:
+    """The JSON a receiver gets (and the signature covers): type, timestamp and data."""
+    return json.dumps({"type": kind, "timestamp": iso(now), "data": data},
+                      ensure_ascii=False, separators=(",", ":"))  # fmt: skip
+
+
+def new_event_id() -> str:
+    """The webhook-id of a new event: the same for every endpoint and every retry."""
+    return f"evt_{uuid.uuid4().hex}"
 
 
 def emit(
@@ -25,4 +77,69 @@ def emit(
     at: datetime | None = None,
 ) -> None:
     """Queue one event for every enabled endpoint that takes its kind, in the caller's
-    transaction (the caller commits). Placeholder until the webhooks work lands."""
+    transaction (the caller commits)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}; one of {', '.join(KINDS)}")
+    emit_many([Event(kind, message_pk, message_id, recipient, code, text, at)])
+
+
+def emit_many(events: Iterable[Event], now: datetime | None = None) -> int:
+    """Queue several events: one read of the endpoints, one multi-row INSERT. The rows made."""
+    endpoints = _enabled()
+    if not endpoints:
+        return 0
+    return _insert(endpoints, events, now or utcnow())
+
+
+def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str | None]]) -> int:
+    """The events of a group of outcomes queue.record wrote (before it commits).
+
+    outcomes are (Finished, error) pairs, read only when some endpoint takes a kind of
+    them: without one, this costs one small read of the endpoints a group. The
+    Message-IDs are read then, in one query, only for the messages whose event is taken.
+    """
+    endpoints = _enabled()
+    kinds = {kind for _, taken in endpoints for kind in taken}
+    if not kinds:
+        return 0
+    taken = {status for status, kind in BY_STATUS.items() if kind in kinds}
+    found = [(done, error) for done, error in outcomes if statuses.get(done.claim.id) in taken]
+    if not found:
+        return 0
+    ids = [done.claim.id for done, _ in found]
+    c = Message.__table__.c
+    message_ids = dict(db.session.execute(select(c.id, c.message_id).where(c.id.in_(ids))).all())
+    events = [
+        Event(
+            BY_STATUS[statuses[done.claim.id]],
+            done.claim.id,
+            message_ids[done.claim.id],
+            code=None if done.code is None else str(done.code),
+            text=error or done.reply,
+            at=done.finished_at,
+        )  # fmt: skip
+        for done, error in found
+    ]
+    return _insert(endpoints, events, utcnow())
+
+
+def _enabled() -> list[tuple[int, set[str]]]:
+    """The enabled endpoints and the kinds each takes: one read of a small table."""
+    c = ENDPOINTS.c
+    rows = db.session.execute(select(c.id, c.events).where(c.enabled.is_(True))).all()
+    return [(row.id, set(row.events.split())) for row in rows]
+
+
+def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now: datetime) -> int:
+    rows = []
+    for event in events:
+        wanting = [endpoint for endpoint, kinds in endpoints if event.kind in kinds]
+        if not wanting:
+            continue
+        text, event_id = body(event.kind, event.data(), now), new_event_id()
+        rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
+                  "payload": text, "status": "pending", "attempts": 0, "next_attempt_at": now,
+                  "created_at": now} for endpoint in wanting]  # fmt: skip
+    if rows:
+        db.session.execute(insert(DELIVERIES), rows)
+    return len(rows)
