@@ -114,13 +114,21 @@ def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str |
             BY_STATUS[statuses[done.claim.id]],
             done.claim.id,
             message_ids[done.claim.id],
-            code=None if done.code is None else str(done.code),
+            code=_code(statuses[done.claim.id], done.code),
             text=error or done.reply,
             at=done.finished_at,
         )  # fmt: skip
         for done, error in found
     ]
     return _insert(endpoints, events, utcnow())
+
+
+def _code(status: Status, code: int | None) -> str | None:
+    """The SMTP code an outcome tells: a sent mail's is 250, the one success reply to the
+    end of DATA (RFC 5321 4.3.2), which the sender does not keep."""
+    if code is None and status is Status.SENT:
+        return "250"
+    return None if code is None else str(code)
 
 
 def _enabled() -> list[tuple[int, set[str]]]:

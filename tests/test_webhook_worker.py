@@ -1,0 +1,52 @@
+"""A real `outbox worker` delivering webhooks: killed mid-delivery, its claim is taken back."""
+
+import signal
+import time
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from outbox import events
+from outbox.extensions import db
+from outbox.models import WebhookDelivery, utcnow
+from outbox.webhooks import endpoints, run_due, store
+
+from . import processes
+from .receiver import Receiver
+from .test_concurrency import OUTBOX, wait_until, worker_env
+
+
+@pytest.mark.all_databases
+def test_a_worker_killed_mid_delivery_loses_nothing(smtp_app, smtp, tmp_path, db_kind):
+    smtp_app.config["WEBHOOK_ALLOW_PRIVATE"] = True
+    receiver = Receiver(hang=3).start()  # the first request is in flight when the worker dies
+    try:
+        endpoint, receiver.secret = endpoints.add(receiver.url)
+        events.emit(events.SENT, message_pk=1, message_id="<1@example.com>")
+        db.session.commit()
+        env = worker_env(smtp_app, smtp, tmp_path, WEBHOOK_ALLOW_PRIVATE="true",
+                         WEBHOOK_INTERVAL=0.2, WEBHOOK_TIMEOUT=10)  # fmt: skip
+        with (tmp_path / "worker.log").open("wb") as log:
+            worker = processes.start([*OUTBOX, "worker"], env=env, stderr=log)
+            try:
+                wait_until(lambda: receiver.requests, timeout=30)
+            finally:
+                processes.end(worker, signal.SIGKILL)
+        db.session.expire_all()
+        row = db.session.scalars(select(WebhookDelivery)).one()
+        assert row.status == "sending" and row.locked_by  # the dead worker's claim
+        receiver.hang = 0
+        lease = store.lease(10)
+        assert run_due("alive", now=utcnow() + timedelta(seconds=lease / 2)).delivered == 0
+        tally = run_due("alive", now=utcnow() + timedelta(seconds=lease + 1))
+        assert (tally.reclaimed, tally.delivered) == (1, 1)
+        time.sleep(3.2)  # the first request's answer comes late, to no one
+        assert len(receiver.requests) == 2
+        assert len(receiver.events) == 1  # the receiver dedupes on webhook-id
+        assert receiver.requests[0].headers["webhook-id"] == receiver.requests[1].headers[
+            "webhook-id"]  # fmt: skip
+        db.session.expire_all()
+        assert db.session.scalars(select(WebhookDelivery.status)).one() == "delivered"
+    finally:
+        receiver.stop()
