@@ -1,0 +1,93 @@
+"""The OpenAPI operations and schemas of webhook endpoints (outbox/api/webhooks.py)."""
+
+from ..events import KINDS
+from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, answer, closed, ref
+
+FORBIDDEN = answer("The token lacks the manage scope.", "Error")
+
+
+def schemas() -> dict[str, Schema]:
+    kinds: Schema = {"type": "array", "items": {"type": "string", "enum": list(KINDS)}}
+    time: Schema = {"type": ["string", "null"], "format": "date-time"}
+    shown: dict[str, Schema] = {
+        "id": {"type": "integer"},
+        "url": {"type": "string"},
+        "events": kinds,
+        "enabled": {"type": "boolean"},
+        "disabled_at": time,
+        "disabled_reason": {"type": ["string", "null"]},
+        "created_at": {"type": "string", "format": "date-time"},
+        "created_by": {"type": "string"},
+    }
+    listed: Schema = {"type": "array", "items": ref("schemas/WebhookEndpoint")}
+    secret: Schema = {"type": "string", "pattern": "^whsec_", "description": "Shown this once."}
+    return {
+        "WebhookEndpoint": closed(shown),
+        "NewWebhookEndpoint": closed(
+            {
+                "url": {
+                    "type": "string",
+                    "description": "http or https; its host must resolve to public addresses",
+                },
+                "events": {
+                    **kinds,
+                    "uniqueItems": True,
+                    "description": "The kinds it takes; all when left out or empty.",
+                },
+            },
+            "url",
+        ),  # fmt: skip
+        "WebhookEndpointMade": closed({**shown, "secret": secret}),
+        "WebhookEndpoints": closed({"webhooks": listed}),
+    }
+
+
+def collection() -> Schema:
+    """GET and POST /api/webhooks."""
+    return {
+        "get": {
+            "summary": "The webhook endpoints, oldest first (manage scope)",
+            "responses": {
+                "200": answer("The endpoints, without their secrets.", "WebhookEndpoints"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "503": UNAVAILABLE,
+            },
+        },
+        "post": {
+            "summary": "Register a webhook endpoint; the answer holds its signing secret, once",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": ref("schemas/NewWebhookEndpoint")}},
+            },
+            "responses": {
+                "201": answer(
+                    "The endpoint and its secret.", "WebhookEndpointMade", Location="Location"
+                ),  # fmt: skip
+                "400": answer("The body is not a JSON object.", "Error"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "422": answer("A bad or refused URL, an unknown kind or field.", "BadFields"),
+                "503": UNAVAILABLE,
+            },
+        },
+    }
+
+
+def one() -> Schema:
+    """DELETE /api/webhooks/{id}."""
+    endpoint_id = {"name": "id", "in": "path", "required": True,
+                   "schema": {"type": "integer", "minimum": 0}}  # fmt: skip
+    return {
+        "delete": {
+            "summary": "Remove a webhook endpoint and its deliveries",
+            "parameters": [endpoint_id],
+            "responses": {
+                "204": {"description": "Removed."},
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": answer("No such endpoint.", "Error"),
+                "503": UNAVAILABLE,
+            },
+        }
+    }
