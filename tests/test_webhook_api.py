@@ -32,6 +32,8 @@ def test_register_list_and_remove_an_endpoint(client, manager):
     assert made.headers["Location"] == f"/api/webhooks/{body['id']}"
     listed = client.get("/api/webhooks", headers=manager).json["webhooks"]
     assert [e["id"] for e in listed] == [body["id"]] and "secret" not in listed[0]
+    one = client.get(made.headers["Location"], headers=manager)
+    assert one.json == listed[0]
     assert client.delete(f"/api/webhooks/{body['id']}", headers=manager).status_code == 204
     gone = client.delete(f"/api/webhooks/{body['id']}", headers=manager)
     assert gone.status_code == 404 and gone.json["error"] == f"no webhook endpoint {body['id']}"
@@ -70,7 +72,7 @@ def test_a_body_that_is_not_a_json_object_is_400(client, manager):
 def test_every_webhook_route_needs_the_manage_scope(client, app):
     reader = auth(tokens.create("reader", ["read", "send"]))
     for method, path in (("get", "/api/webhooks"), ("post", "/api/webhooks"),
-                         ("delete", "/api/webhooks/1")):  # fmt: skip
+                         ("get", "/api/webhooks/1"), ("delete", "/api/webhooks/1")):  # fmt: skip
         answer = getattr(client, method)(path, headers=reader, json={"url": "http://x/"})
         assert answer.status_code == 403 and answer.json["scope"] == "manage", path
     assert client.get("/api/messages", headers=reader).status_code == 200  # GETs stay "read"

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 from flask import Flask
-from sqlalchemy import func, select
+from sqlalchemy import func, insert, select
 
 from outbox import events, retention
 from outbox.extensions import db
@@ -184,6 +184,18 @@ def test_retention_purges_old_settled_deliveries(hooks_app, receiver):
     db.session.commit()
     run_due("w")
     events.emit(events.SENT, message_pk=3, message_id="<3@x>")  # pending: kept, however old
+    db.session.commit()
+    orphan = {
+        "endpoint_id": 999,
+        "event_id": "evt_gone",
+        "kind": events.SENT,
+        "payload": "{}",
+        "status": "pending",
+        "attempts": 0,
+        "next_attempt_at": utcnow(),
+        "created_at": utcnow(),
+    }  # its endpoint removed while a group was being recorded
+    db.session.execute(insert(events.DELIVERIES), orphan)
     db.session.commit()
     assert store.purge_old(utcnow() - timedelta(days=1)) == 0
     retention.purge(utcnow() + timedelta(days=91))

@@ -112,6 +112,7 @@ NEEDS = {
     "api.resend_message": "manage",
     "api.cancel_message": "manage",
     "api.list_webhooks": "manage",  # webhooks (issue 15): a URL may carry a receiver's key
+    "api.show_webhook": "manage",
 }
 
 

@@ -48,8 +48,17 @@ def create_webhook() -> tuple[Response, int, dict[str, str]]:
     except endpoints.Invalid as exc:
         field = "events" if "event kind" in str(exc) else "url"
         raise Refused(422, str(exc), errors={field: str(exc)}) from None
-    location = url_for("api.list_webhooks") + f"/{endpoint.id}"
+    location = url_for("api.show_webhook", endpoint_id=endpoint.id)
     return jsonify({**endpoint_json(endpoint), "secret": secret}), 201, {"Location": location}
+
+
+@bp.get("/webhooks/<int:endpoint_id>")
+def show_webhook(endpoint_id: int) -> Response:
+    """One endpoint, without its secret."""
+    endpoint = endpoints.find(endpoint_id)
+    if endpoint is None:
+        raise Refused(404, f"no webhook endpoint {endpoint_id}")
+    return jsonify(endpoint_json(endpoint))
 
 
 @bp.delete("/webhooks/<int:endpoint_id>")

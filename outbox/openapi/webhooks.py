@@ -75,10 +75,21 @@ def collection() -> Schema:
 
 
 def one() -> Schema:
-    """DELETE /api/webhooks/{id}."""
+    """GET and DELETE /api/webhooks/{id}."""
     endpoint_id = {"name": "id", "in": "path", "required": True,
                    "schema": {"type": "integer", "minimum": 0}}  # fmt: skip
     return {
+        "get": {
+            "summary": "A webhook endpoint, without its secret (manage scope)",
+            "parameters": [endpoint_id],
+            "responses": {
+                "200": answer("The endpoint.", "WebhookEndpoint"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": answer("No such endpoint.", "Error"),
+                "503": UNAVAILABLE,
+            },
+        },
         "delete": {
             "summary": "Remove a webhook endpoint and its deliveries",
             "parameters": [endpoint_id],
@@ -89,5 +100,5 @@ def one() -> Schema:
                 "404": answer("No such endpoint.", "Error"),
                 "503": UNAVAILABLE,
             },
-        }
+        },
     }

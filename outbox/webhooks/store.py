@@ -193,9 +193,11 @@ def of_endpoint(endpoint_id: int, before: int | None = None,
 
 
 def purge_old(cutoff: datetime, batch: int = 1000) -> int:
-    """Remove settled deliveries (delivered, failed) made before cutoff; how many went."""
+    """Remove deliveries made before cutoff that are settled (delivered, failed) or whose
+    endpoint is gone (one removed while a recording group was writing); how many went."""
     d = DELIVERIES.c
-    old = select(d.id).where(d.created_at < cutoff, d.status.in_((DELIVERED, FAILED)))
+    orphan = d.endpoint_id.not_in(select(ENDPOINTS.c.id))
+    old = select(d.id).where(d.created_at < cutoff, d.status.in_((DELIVERED, FAILED)) | orphan)
     removed = 0
     while ids := list(db.session.scalars(old.limit(batch))):
         removed += int(db.session.execute(delete(DELIVERIES).where(d.id.in_(ids))).rowcount)  # type: ignore[attr-defined]
