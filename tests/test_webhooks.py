@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, insert, select
 
-from outbox import events, retention
+from outbox import events, queue, retention
 from outbox.extensions import db
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from outbox.webhooks import endpoints, run_due, store
@@ -201,3 +201,16 @@ def test_retention_purges_old_settled_deliveries(hooks_app, receiver):
     retention.purge(utcnow() + timedelta(days=91))
     assert [d.status for d in deliveries()] == ["pending"]
     assert db.session.scalar(select(func.count()).select_from(Message)) == 0
+
+
+def test_a_claim_taken_back_from_a_dead_worker_tells_of_the_deferral(hooks_app, make_message,
+                                                                      receiver):  # fmt: skip
+    endpoint_for(receiver, "message.deferred")
+    message = make_message()
+    [claim] = queue.claim_batch("dead-worker", 10)
+    assert claim.id == message.id
+    assert queue.release_stale(60, now=utcnow() + timedelta(seconds=61)) == 1
+    assert run_due("w").delivered == 1
+    [told] = receiver.of_kind("message.deferred")
+    assert told["data"]["id"] == message.id and told["data"]["message_id"] == message.message_id
+    assert told["data"]["text"].startswith("worker lost: claim by dead-worker")
