@@ -8,12 +8,14 @@ the rows (outbox.webhooks).
 """
 
 import json
+import time
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
+from flask import current_app
 from sqlalchemy import Table, insert, select
 
 from .extensions import db
@@ -29,6 +31,11 @@ KINDS = (SENT, DEFERRED, FAILED, BOUNCED, SUPPRESSED)
 TEST = "webhook.test"  # an endpoint's "send a test event", to that endpoint alone
 # The event each recorded status tells of (queue.outcomes).
 BY_STATUS = {Status.SENT: SENT, Status.DEFERRED: DEFERRED, Status.FAILED: FAILED}
+# A process that found no enabled endpoint asks again only after this long, so that
+# while webhooks are not in use recording outcomes costs no query at all. An endpoint
+# added or enabled in another process gets the events of outcomes recorded from at most
+# this long after; in this one, at once (endpoints_changed).
+NONE_FOR = 2.0  # seconds
 DELIVERIES = cast(Table, WebhookDelivery.__table__)
 ENDPOINTS = cast(Table, WebhookEndpoint.__table__)
 
@@ -95,8 +102,9 @@ def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str |
     """The events of a group of outcomes queue.record wrote (before it commits).
 
     outcomes are (Finished, error) pairs, read only when some endpoint takes a kind of
-    them: without one, this costs one small read of the endpoints a group. The
-    Message-IDs are read then, in one query, only for the messages whose event is taken.
+    them: this costs one small read of the endpoints a group, none while there is no
+    enabled endpoint (NONE_FOR). The Message-IDs are read then, in one query, only for
+    the messages whose event is taken.
     """
     endpoints = _enabled()
     kinds = {kind for _, taken in endpoints for kind in taken}
@@ -132,10 +140,21 @@ def _code(status: Status, code: int | None) -> str | None:
 
 
 def _enabled() -> list[tuple[int, set[str]]]:
-    """The enabled endpoints and the kinds each takes: one read of a small table."""
+    """The enabled endpoints and the kinds each takes: one read of a small table, or none
+    within NONE_FOR of finding none."""
+    state = current_app.extensions.setdefault(__name__, {"none_until": 0.0})
+    if time.monotonic() < state["none_until"]:
+        return []
     c = ENDPOINTS.c
     rows = db.session.execute(select(c.id, c.events).where(c.enabled.is_(True))).all()
+    if not rows:
+        state["none_until"] = time.monotonic() + NONE_FOR
     return [(row.id, set(row.events.split())) for row in rows]
+
+
+def endpoints_changed() -> None:
+    """Forget that this process found no endpoint: one was added or enabled here."""
+    current_app.extensions.setdefault(__name__, {})["none_until"] = 0.0
 
 
 def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now: datetime) -> int:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+import sqlalchemy
 from flask import Flask
 from sqlalchemy import func, insert, select
 
@@ -214,3 +215,26 @@ def test_a_claim_taken_back_from_a_dead_worker_tells_of_the_deferral(hooks_app, 
     [told] = receiver.of_kind("message.deferred")
     assert told["data"]["id"] == message.id and told["data"]["message_id"] == message.message_id
     assert told["data"]["text"].startswith("worker lost: claim by dead-worker")
+
+
+def test_while_no_endpoint_is_enabled_recording_asks_the_database_once_in_a_while(
+    hooks_app, smtp_app, make_message, receiver
+):
+    asked: list[str] = []
+
+    def count(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
+        if "webhook_endpoints" in statement:
+            asked.append(statement)
+
+    sqlalchemy.event.listen(db.engine, "before_cursor_execute", count)
+    try:
+        for _ in range(2):
+            make_message()
+            Worker().drain()
+        assert len(asked) == 1  # the first group found none; the next ones did not ask
+        endpoint_for(receiver)  # added in this process: the next group sees it at once
+        make_message()
+        Worker().drain()
+    finally:
+        sqlalchemy.event.remove(db.engine, "before_cursor_execute", count)
+    assert [d.kind for d in deliveries()] == ["message.sent"]

@@ -38,6 +38,7 @@ def add(url: str, chosen: str | Iterable[str] | None = None) -> tuple[WebhookEnd
                                created_at=utcnow(), created_by=audit.actor()[0][:255])  # fmt: skip
     db.session.add(endpoint)
     db.session.commit()
+    events.endpoints_changed()
     audit.record("webhook_add", detail={"endpoint": endpoint.id, "url": url, "events": kinds})
     return endpoint, secret
 
@@ -63,6 +64,7 @@ def enable(endpoint_id: int) -> bool:
         return False
     endpoint.enabled, endpoint.disabled_at, endpoint.disabled_reason = True, None, None
     db.session.commit()
+    events.endpoints_changed()
     audit.record("webhook_enable", detail={"endpoint": endpoint_id})
     return True
 
