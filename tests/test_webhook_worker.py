@@ -50,3 +50,27 @@ def test_a_worker_killed_mid_delivery_loses_nothing(smtp_app, smtp, tmp_path, db
         assert db.session.scalars(select(WebhookDelivery.status)).one() == "delivered"
     finally:
         receiver.stop()
+
+
+def test_a_worker_stopped_mid_delivery_writes_its_outcome_before_it_exits(smtp_app, smtp, tmp_path):
+    smtp_app.config["WEBHOOK_ALLOW_PRIVATE"] = True
+    receiver = Receiver(hang=1.5).start()
+    try:
+        endpoint, receiver.secret = endpoints.add(receiver.url)
+        events.emit(events.SENT, message_pk=1, message_id="<1@example.com>")
+        db.session.commit()
+        env = worker_env(smtp_app, smtp, tmp_path, WEBHOOK_ALLOW_PRIVATE="true",
+                         WEBHOOK_INTERVAL=0.2, WEBHOOK_TIMEOUT=10)  # fmt: skip
+        with (tmp_path / "worker.log").open("wb") as log:
+            worker = processes.start([*OUTBOX, "worker"], env=env, stderr=log)
+            try:
+                wait_until(lambda: receiver.requests, timeout=30)
+            finally:
+                code = processes.end(worker, signal.SIGTERM)
+        assert code == 0, (tmp_path / "worker.log").read_text()
+        db.session.expire_all()
+        row = db.session.scalars(select(WebhookDelivery)).one()
+        assert (row.status, row.response_code, row.locked_by) == ("delivered", 204, None)
+        assert len(receiver.requests) == 1
+    finally:
+        receiver.stop()

@@ -238,3 +238,14 @@ def test_while_no_endpoint_is_enabled_recording_asks_the_database_once_in_a_whil
     finally:
         sqlalchemy.event.remove(db.engine, "before_cursor_execute", count)
     assert [d.kind for d in deliveries()] == ["message.sent"]
+
+
+def test_the_address_is_checked_again_at_every_attempt(hooks_app, receiver):
+    endpoint_for(receiver)  # taken while private addresses were allowed
+    hooks_app.config["WEBHOOK_ALLOW_PRIVATE"] = False
+    events.emit(events.SENT, message_pk=1, message_id="<1@x>")
+    db.session.commit()
+    assert run_due("w").retrying == 1
+    [row] = deliveries()
+    assert row.status == "pending" and "127.0.0.1, a private, loopback" in (row.error or "")
+    assert receiver.requests == []
