@@ -3,7 +3,7 @@
 import pytest
 from sqlalchemy import select
 
-from outbox import tokens
+from outbox import events, tokens
 from outbox.extensions import db
 from outbox.models import AuditEvent, WebhookEndpoint
 
@@ -72,7 +72,35 @@ def test_a_body_that_is_not_a_json_object_is_400(client, manager):
 def test_every_webhook_route_needs_the_manage_scope(client, app):
     reader = auth(tokens.create("reader", ["read", "send"]))
     for method, path in (("get", "/api/webhooks"), ("post", "/api/webhooks"),
-                         ("get", "/api/webhooks/1"), ("delete", "/api/webhooks/1")):  # fmt: skip
+                         ("get", "/api/webhooks/1"), ("delete", "/api/webhooks/1"),
+                         ("post", "/api/webhooks/1/enable"), ("post", "/api/webhooks/1/disable"),
+                         ("get", "/api/webhooks/1/deliveries")):  # fmt: skip
         answer = getattr(client, method)(path, headers=reader, json={"url": "http://x/"})
         assert answer.status_code == 403 and answer.json["scope"] == "manage", path
     assert client.get("/api/messages", headers=reader).status_code == 200  # GETs stay "read"
+
+
+def test_disable_enable_and_read_an_endpoints_deliveries_a_page_at_a_time(client, manager):
+    made = client.post("/api/webhooks", headers=manager, json={"url": "http://127.0.0.1:9/"})
+    endpoint_id = made.json["id"]
+    off = client.post(f"/api/webhooks/{endpoint_id}/disable", headers=manager)
+    assert off.status_code == 200 and off.json["enabled"] is False
+    assert off.json["disabled_reason"] == "disabled by token:shop"
+    on = client.post(f"/api/webhooks/{endpoint_id}/enable", headers=manager)
+    assert on.json["enabled"] is True and on.json["disabled_at"] is None
+    events.emit_many([events.Event(events.SENT, n, f"<{n}@x>") for n in range(55)])
+    db.session.commit()
+    first = client.get(f"/api/webhooks/{endpoint_id}/deliveries", headers=manager).json
+    assert len(first["deliveries"]) == 50
+    newest = first["deliveries"][0]
+    assert (newest["type"], newest["status"], newest["attempts"]) == ("message.sent", "pending", 0)
+    assert newest["payload"]["data"]["message_id"] == "<54@x>"
+    second = client.get(first["next"], headers=manager).json
+    assert len(second["deliveries"]) == 5 and second["next"] is None
+    assert second["deliveries"][-1]["payload"]["data"]["id"] == 0
+    bad = client.get(f"/api/webhooks/{endpoint_id}/deliveries?before=x&limit=3", headers=manager)
+    assert bad.status_code == 422 and set(bad.json["errors"]) == {"before", "limit"}
+    assert client.get("/api/webhooks/999/deliveries", headers=manager).status_code == 404
+    trail = select(AuditEvent.action).where(AuditEvent.action.like("webhook%"))
+    assert db.session.scalars(trail.order_by(AuditEvent.id)).all() == [
+        "webhook_add", "webhook_disable", "webhook_enable"]  # fmt: skip

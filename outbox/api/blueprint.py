@@ -113,6 +113,7 @@ NEEDS = {
     "api.cancel_message": "manage",
     "api.list_webhooks": "manage",  # webhooks (issue 15): a URL may carry a receiver's key
     "api.show_webhook": "manage",
+    "api.list_deliveries": "manage",
 }
 
 

@@ -90,6 +90,9 @@ def document() -> dict[str, Any]:
             "/api/openapi.json": {"get": DOCUMENT_ITSELF},
             "/api/webhooks": webhooks.collection(),  # webhooks (issue 15)
             "/api/webhooks/{id}": webhooks.one(),
+            "/api/webhooks/{id}/enable": webhooks.switch("Enable a webhook endpoint"),
+            "/api/webhooks/{id}/disable": webhooks.switch("Disable a webhook endpoint"),
+            "/api/webhooks/{id}/deliveries": webhooks.deliveries(),
         },
         "components": {
             "securitySchemes": {

@@ -20,6 +20,23 @@ def schemas() -> dict[str, Schema]:
         "created_by": {"type": "string"},
     }
     listed: Schema = {"type": "array", "items": ref("schemas/WebhookEndpoint")}
+    maybe_int: Schema = {"type": ["integer", "null"]}
+    maybe_text: Schema = {"type": ["string", "null"]}
+    delivery: dict[str, Schema] = {
+        "id": {"type": "integer"},
+        "event_id": {"type": "string", "description": "The webhook-id header."},
+        "type": {"type": "string"},
+        "status": {"type": "string", "enum": ["pending", "sending", "delivered", "failed"]},
+        "attempts": {"type": "integer"},
+        "next_attempt_at": {"type": "string", "format": "date-time"},
+        "last_attempt_at": time,
+        "response_code": maybe_int,
+        "latency_ms": maybe_int,
+        "response": maybe_text,
+        "error": maybe_text,
+        "created_at": {"type": "string", "format": "date-time"},
+        "payload": {"type": "object", "description": "The body as sent and signed."},
+    }
     secret: Schema = {"type": "string", "pattern": "^whsec_", "description": "Shown this once."}
     return {
         "WebhookEndpoint": closed(shown),
@@ -39,6 +56,13 @@ def schemas() -> dict[str, Schema]:
         ),  # fmt: skip
         "WebhookEndpointMade": closed({**shown, "secret": secret}),
         "WebhookEndpoints": closed({"webhooks": listed}),
+        "WebhookDelivery": closed(delivery),
+        "WebhookDeliveryPage": closed(
+            {
+                "deliveries": {"type": "array", "items": ref("schemas/WebhookDelivery")},
+                "next": {"type": ["string", "null"], "description": "The URL of the next page."},
+            }
+        ),  # fmt: skip
     }
 
 
@@ -71,6 +95,51 @@ def collection() -> Schema:
                 "503": UNAVAILABLE,
             },
         },
+    }
+
+
+def _endpoint_id() -> Schema:
+    return {"name": "id", "in": "path", "required": True,
+            "schema": {"type": "integer", "minimum": 0}}  # fmt: skip
+
+
+def switch(summary: str) -> Schema:
+    """POST /api/webhooks/{id}/enable or /disable."""
+    return {
+        "post": {
+            "summary": summary,
+            "parameters": [_endpoint_id()],
+            "responses": {
+                "200": answer("The endpoint after the change.", "WebhookEndpoint"),
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": answer("No such endpoint.", "Error"),
+                "503": UNAVAILABLE,
+            },
+        }
+    }
+
+
+def deliveries() -> Schema:
+    """GET /api/webhooks/{id}/deliveries."""
+    before = {"name": "before", "in": "query", "required": False,
+              "description": "Only deliveries with a lower id: the next page (the next link).",
+              "schema": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}}  # fmt: skip
+    return {
+        "get": {
+            "summary": "An endpoint's deliveries newest first, 50 a page (manage scope)",
+            "parameters": [_endpoint_id(), before],
+            "responses": {
+                "200": answer(
+                    "A page of deliveries and the URL of the next.", "WebhookDeliveryPage"
+                ),  # fmt: skip
+                "401": UNAUTHORIZED,
+                "403": FORBIDDEN,
+                "404": answer("No such endpoint.", "Error"),
+                "422": answer("A bad or unknown parameter.", "BadFields"),
+                "503": UNAVAILABLE,
+            },
+        }
     }
 
 
