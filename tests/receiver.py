@@ -57,7 +57,10 @@ class Receiver:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # workers send 8 at a time each; 5 would reset some
+
+        server = Server(("127.0.0.1", self.port), Handler)
         server.daemon_threads = True
         if self.tls:
             server.socket = self.tls.wrap_socket(server.socket, server_side=True)

@@ -1,6 +1,8 @@
 """A real `outbox worker` delivering webhooks: killed mid-delivery, its claim is taken back."""
 
+import re
 import signal
+import subprocess
 import time
 from datetime import timedelta
 
@@ -72,5 +74,32 @@ def test_a_worker_stopped_mid_delivery_writes_its_outcome_before_it_exits(smtp_a
         row = db.session.scalars(select(WebhookDelivery)).one()
         assert (row.status, row.response_code, row.locked_by) == ("delivered", 204, None)
         assert len(receiver.requests) == 1
+    finally:
+        receiver.stop()
+
+
+@pytest.mark.all_databases
+def test_processes_delivering_side_by_side_send_each_delivery_once(app, smtp, tmp_path, db_kind):
+    app.config["WEBHOOK_ALLOW_PRIVATE"] = True
+    receiver = Receiver().start()
+    try:
+        endpoint, receiver.secret = endpoints.add(receiver.url)
+        count = 300
+        events.emit_many([events.Event(events.SENT, n, f"<{n}@x>") for n in range(count)])
+        db.session.commit()
+        env = worker_env(app, smtp, tmp_path, WEBHOOK_ALLOW_PRIVATE="true")
+        runs = [processes.start([*OUTBOX, "webhook", "deliver"], env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                for _ in range(3)]  # fmt: skip
+        outputs = [run.communicate(timeout=120)[0].decode() for run in runs]
+        assert [run.returncode for run in runs] == [0, 0, 0], outputs
+        delivered = [int(re.search(r"delivered (\d+)", out).group(1)) for out in outputs]  # type: ignore[union-attr]
+        errors = db.session.scalars(select(WebhookDelivery.error).where(
+            WebhookDelivery.status != "delivered")).all()  # fmt: skip
+        assert sum(delivered) == count, (outputs, errors)
+        assert len(receiver.requests) == count and receiver.duplicates == 0
+        assert len(receiver.events) == count and receiver.refused == []
+        db.session.expire_all()
+        assert set(db.session.scalars(select(WebhookDelivery.status))) == {"delivered"}
     finally:
         receiver.stop()
