@@ -104,8 +104,14 @@ def release_stale(lease_seconds: float, now: datetime | None = None) -> int:
         d.status == SENDING, d.locked_at < now - timedelta(seconds=lease_seconds)
     ).values(status=PENDING, locked_by=None, locked_at=None, next_attempt_at=now,
              error=f"worker lost: claim expired after {lease_seconds:g}s")  # fmt: skip
-    count = int(db.session.execute(stmt).rowcount)  # type: ignore[attr-defined]
-    db.session.commit()
+    try:
+        count = int(db.session.execute(stmt).rowcount)  # type: ignore[attr-defined]
+        db.session.commit()
+    except DBAPIError as exc:  # a deadlock beside another worker's claim: the next run
+        db.session.rollback()
+        if not _retryable(exc):
+            raise
+        return 0
     return count
 
 
