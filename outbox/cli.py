@@ -16,6 +16,7 @@ from . import (
     runner,
     smtp,
     tokens,
+    webhooks,
     worker,
 )
 from .models import Pause
@@ -219,5 +220,6 @@ def register(app: Flask) -> None:
         unlock_command,
         checkup.command,  # metrics (issue 14): `outbox check`
         retention.purge_command,
+        webhooks.commands.webhook_group,  # webhooks (issue 15)
     ):
         app.cli.add_command(command)

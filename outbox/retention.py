@@ -19,7 +19,7 @@ import click
 from flask import current_app
 from sqlalchemy import Table, delete, func, select, update
 
-from . import audit, rollups
+from . import audit, rollups, webhooks
 from .extensions import db
 from .models import Attachment, AttachmentChunk, Attempt, Message, RetentionRun, utcnow
 from .queue import moves
@@ -104,6 +104,7 @@ def purge(
     done = Purged()
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
+        webhooks.purge_old(gone)  # webhooks (issue 15): deliveries as old as the messages gone
     if bodies is not None:
         done.add(_in_batches(_with_bodies(bodies), _drop_bodies(now), pace))
     if trail_cutoff is not None:

@@ -15,6 +15,7 @@ from ..status import Status
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
+from .webhooks import WebhookDelivery, WebhookEndpoint
 
 
 class Message(Base):
@@ -176,6 +177,8 @@ __all__ = [
     "StatusCount",
     "Timestamp",
     "User",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "WorkerBeat",
     "utcnow",
 ]
