@@ -16,6 +16,7 @@ from . import (
     runner,
     smtp,
     tokens,
+    webhooks,
     worker,
 )
 from .bounces import inbound
@@ -221,5 +222,6 @@ def register(app: Flask) -> None:
         checkup.command,  # metrics (issue 14): `outbox check`
         retention.purge_command,
         inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
+        webhooks.commands.webhook_group,  # webhooks (issue 15)
     ):
         app.cli.add_command(command)

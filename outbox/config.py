@@ -70,6 +70,12 @@ DEFAULTS: dict[str, Any] = {
     "BOUNCE_IMAP_INTERVAL": 60.0,  # seconds between polls of the mailbox
     "BOUNCE_IMAP_DONE": "outbox-done",  # folder handled mails move to; "" deletes them
     "BOUNCE_IMAP_ALLOW_PLAINTEXT": False,  # bool: take imap:// (no TLS), with a warning
+    # --- webhooks (issue 15) ---
+    "WEBHOOK_TIMEOUT": 10.0,  # seconds a delivery may take, connecting to the last byte read
+    "WEBHOOK_INTERVAL": 5.0,  # seconds between a worker's runs of due deliveries
+    # Private, loopback, link-local and reserved addresses are refused unless this says so.
+    "WEBHOOK_ALLOW_PRIVATE": False,  # bool; true logs a warning at every worker start
+    "WEBHOOK_CA_FILE": None,  # path of a PEM file of CAs trusted besides the system's
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
@@ -80,6 +86,8 @@ _INTS |= {"BOUNCE_MAX_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
 _FLOATS |= {"BOUNCE_IMAP_INTERVAL"}
+_BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}  # webhooks (issue 15)
+_FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}  # webhooks (issue 15)
 
 
 def domain_names(raw: str) -> frozenset[str]:
@@ -131,6 +139,8 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("RECORD_AFTER must be above 0")
     if config["TOKEN_CACHE_SECONDS"] < 0:
         raise ValueError("TOKEN_CACHE_SECONDS must be 0 or more")
+    if config["WEBHOOK_TIMEOUT"] <= 0 or config["WEBHOOK_INTERVAL"] <= 0:  # webhooks (issue 15)
+        raise ValueError("WEBHOOK_TIMEOUT and WEBHOOK_INTERVAL must be above 0")
     keep, body = config["RETENTION_DAYS"], config["RETENTION_BODY_DAYS"]
     if keep < 0 or body < 0 or config["AUDIT_RETENTION_DAYS"] < 0:
         raise ValueError("RETENTION_DAYS, RETENTION_BODY_DAYS and AUDIT_RETENTION_DAYS are 0 "

@@ -15,6 +15,7 @@ ACTIONS = {
     "accounts": "admin",
     "tokens": "admin",
     "audit": "admin",
+    "webhooks": "admin",  # webhooks (issue 15): endpoints, send again, test events
 }
 # What an API token may do: enqueue, read (GET), and move messages (resend, cancel).
 SCOPES = ("send", "read", "manage")

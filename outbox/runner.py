@@ -13,7 +13,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
-from . import retention, rollups, smtp
+from . import retention, rollups, smtp, webhooks
 from .bounces import imap
 from .extensions import db
 from .worker import Worker
@@ -77,6 +77,7 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
     )  # fmt: skip
     if app.config.get("BOUNCE_IMAP_URL"):  # bounces (issue 15): the bounce mailbox's poll
         imap.schedule(scheduler, app, worker.worker_id)
+    webhooks.schedule(scheduler, app, worker)  # webhooks (issue 15)
     return busy
 
 
@@ -88,6 +89,7 @@ def run(app: Flask) -> None:
     catch_stops()  # before the scheduler starts its threads
     worker.log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
     smtp.warn_unsafe(app.config)
+    webhooks.warn_unsafe(app.config)  # webhooks (issue 15)
     scheduler.start()
     signum = signal.sigwait(STOPS)
     worker.log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)

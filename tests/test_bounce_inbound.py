@@ -13,9 +13,11 @@ from outbox.bounces import verp
 from outbox.extensions import db
 from outbox.models import BounceMail
 from outbox.status import Status
+from outbox.webhooks import endpoints, run_due
 from outbox.worker import Worker
 
 from . import bouncemail, processes
+from .receiver import Receiver
 from .smtpd import free_port
 from .test_queue import fresh
 from .test_recipients import states
@@ -171,3 +173,21 @@ def test_the_command_names_what_is_missing_or_wrong(app, runner):
         port = taken.getsockname()[1]
         done = runner.invoke(args=["bounces", "--listen", f"127.0.0.1:{port}"])
     assert done.exit_code == 1 and f"cannot listen on 127.0.0.1:{port}" in done.output
+
+
+def test_a_hard_bounce_is_told_to_the_apps_webhook_signed(smtp_app, smtp, make_message, listener):
+    smtp_app.config["WEBHOOK_ALLOW_PRIVATE"] = True  # the receiver is on loopback
+    receiver = Receiver().start()
+    try:
+        _, receiver.secret = endpoints.add(receiver.url, "recipient.bounced")
+        pk, paths = sent(smtp_app, smtp, make_message, ["ann@example.org", "bob@example.org"])
+        path = paths["bob@example.org"]
+        bounce(listener, path, bouncemail.gmail(path, "bob@example.org", fresh(pk).message_id))
+        assert run_due("test-worker").delivered == 1
+        [told] = receiver.of_kind("recipient.bounced")
+    finally:
+        receiver.stop()
+    assert receiver.refused == [] and receiver.duplicates == 0
+    assert told["data"]["id"] == pk and told["data"]["message_id"] == fresh(pk).message_id
+    assert told["data"]["recipient"] == "bob@example.org" and told["data"]["code"] == "5.1.1"
+    assert "The email account that you tried to reach does not exist" in told["data"]["text"]
