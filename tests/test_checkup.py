@@ -5,16 +5,14 @@ import os
 import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from alembic.script import ScriptDirectory
 from flask_migrate import downgrade, upgrade
 
-from outbox import health
 from outbox.extensions import db, dispose_engines
 
 from .smtpd import free_port
+from .test_health import revisions
 from .test_tls import (  # noqa: F401 (ca, ca_file, good_cert: fixtures)
     PASSWORD,
     USER,
@@ -39,13 +37,6 @@ def line(output: str, name: str) -> str:
             hint = lines[n + 1] if n + 1 < len(lines) and "fix:" in lines[n + 1] else ""
             return f"{text}\n{hint}".strip()
     raise AssertionError(f"no {name} line in:\n{output}")
-
-
-def revisions(app) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    """The scripts' head and the revision before it, as the checks name them."""
-    head = app.extensions[health.HEAD]
-    scripts = ScriptDirectory(str(Path(health.__file__).parent / "migrations"))
-    return head, scripts.get_revision(head).down_revision
 
 
 @pytest.mark.all_databases
