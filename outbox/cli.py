@@ -15,6 +15,7 @@ from . import (
     rollups,
     runner,
     smtp,
+    suppression_cli,
     tokens,
     worker,
 )
@@ -219,5 +220,6 @@ def register(app: Flask) -> None:
         unlock_command,
         checkup.command,  # metrics (issue 14): `outbox check`
         retention.purge_command,
+        *suppression_cli.COMMANDS,  # suppression (issue 15)
     ):
         app.cli.add_command(command)

@@ -59,6 +59,10 @@ DEFAULTS: dict[str, Any] = {
     # after RETENTION_BODY_DAYS (outbox.retention); 0 keeps them for good.
     "RETENTION_DAYS": 90,  # days
     "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
+    # --- suppression (issue 15) ---
+    # A recipient on the suppression list: "mark" stores it as suppressed, never sent to
+    # (the message fails if no one is left); "reject" answers the API with 422, storing nothing.
+    "SUPPRESSED": "mark",  # mark or reject
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
@@ -136,6 +140,8 @@ def check(config: Mapping[str, Any]) -> None:
                                        for d in allowed):  # fmt: skip
         raise ValueError("ALLOWED_SPECIAL_DOMAINS is a set of domain names in lower case, "
                          "without dots around them, such as {'local'}")  # fmt: skip
+    if config["SUPPRESSED"] not in ("mark", "reject"):  # suppression (issue 15)
+        raise ValueError("SUPPRESSED (OUTBOX_SUPPRESSED) must be mark or reject")
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
     if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held

@@ -19,7 +19,7 @@ import click
 from flask import current_app
 from sqlalchemy import Table, delete, func, select, update
 
-from . import audit, rollups
+from . import audit, rollups, suppression
 from .extensions import db
 from .models import Attachment, AttachmentChunk, Attempt, Message, RetentionRun, utcnow
 from .queue import moves
@@ -92,6 +92,7 @@ def purge(
     done = Purged()
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
+        suppression.purge_old(gone)  # suppression (issue 15): entries expired before the cutoff
     if bodies is not None:
         done.add(_in_batches(_with_bodies(bodies), _drop_bodies(now), pace))
     if done.messages or done.bodies_dropped:  # by hand or a worker's daily turn ("cli:...")

@@ -14,6 +14,7 @@ from ..extensions import Base
 from ..status import Status
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .staff import ApiToken, AuditEvent, SignInFailure, User
+from .suppression import Suppression
 from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
 
 
@@ -174,6 +175,7 @@ __all__ = [
     "RetentionRun",
     "SignInFailure",
     "StatusCount",
+    "Suppression",
     "Timestamp",
     "User",
     "WorkerBeat",

@@ -6,6 +6,7 @@ from typing import Any
 
 from ..schema import NewMessage
 from ..wire import Message, MessageDetail, Moved
+from . import suppressions  # suppression (issue 15)
 from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, closed, header_schemas, model_schema, ref
 from .queuing import create, create_batch
 from .reading import listing, move, show
@@ -40,6 +41,7 @@ def _schemas() -> dict[str, Schema]:
         "MoveRefused": closed({**error, "status": shown["status"]}),
         "Batch": closed({"messages": {"type": "array", "items": queued}}),
         "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
+        **suppressions.schemas(),
     }
 
 
@@ -86,6 +88,8 @@ def document() -> dict[str, Any]:
             },
             "/api/messages/{id}/cancel": {"post": move("Cancel a queued or deferred message")},
             "/api/openapi.json": {"get": DOCUMENT_ITSELF},
+            "/api/suppressions": {"get": suppressions.listing(), "post": suppressions.create()},
+            "/api/suppressions/{address}": {"delete": suppressions.remove()},
         },
         "components": {
             "securitySchemes": {

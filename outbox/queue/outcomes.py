@@ -11,6 +11,7 @@ from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 from ..extensions import db
 from ..models import REPLY_CHARS, utcnow
 from ..status import Outcome, Retry, Status
+from ..suppression_smtp import suppress_refused
 from .claims import Claim
 from .moves import ATTEMPTS, MESSAGES, changed, guarded
 
@@ -82,6 +83,7 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     ]
     if attempts:
         db.session.execute(insert(ATTEMPTS), attempts)
+    suppress_refused(finished, recorded)  # suppression (issue 15): 5.1.1 and the like
     db.session.commit()
     return recorded
 
