@@ -12,8 +12,12 @@ from .extensions import db
 @click.command("suppress")
 @click.argument("address")
 @click.option("--reason", required=True, help="Why, shown on the list and in the audit trail.")
-@click.option("--expires", "days", type=click.IntRange(1, 36500),
-              help="Days until the entry stops suppressing; without it, for good.")  # fmt: skip
+@click.option(
+    "--expires",
+    "days",
+    type=click.IntRange(1, 36500),
+    help="Days until the entry stops suppressing; without it, for good.",
+)
 def suppress_command(address: str, reason: str, days: int | None) -> None:
     """Put ADDRESS on the suppression list: no message is sent to it while it is there."""
     try:
@@ -46,8 +50,9 @@ def suppressions_group() -> None:
 
 
 @suppressions_group.command("export")
-@click.argument("file", type=click.Path(dir_okay=False, writable=True, path_type=Path),
-                required=False)  # fmt: skip
+@click.argument(
+    "file", type=click.Path(dir_okay=False, writable=True, path_type=Path), required=False
+)
 def export_command(file: Path | None) -> None:
     """Write the whole list as CSV to FILE, or to standard output without one."""
     lines = manage.export_rows()

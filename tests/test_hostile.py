@@ -223,7 +223,7 @@ def test_every_route_refuses_a_request_without_a_session_or_token(app, signed_in
     upload = Upload("private.txt", "text/plain", b"Private")
     message = make_message(subject="Private", html="<p>Private</p>", attachments=[upload])
     attachment = db.session.scalars(sa.select(Attachment.id)).one()
-    values = {"message_pk": message.id, "attachment_id": attachment}
+    values = {"message_pk": message.id, "attachment_id": attachment, "address": "a@example.com"}
     urls = app.url_map.bind("localhost")
     anonymous = app.test_client()
     token = csrf(anonymous, "/sign-in")
