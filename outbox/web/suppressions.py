@@ -3,7 +3,17 @@
 import io
 from typing import Any
 
-from flask import Blueprint, Response, abort, flash, redirect, render_template, request, url_for
+from flask import (
+    Blueprint,
+    Response,
+    abort,
+    flash,
+    redirect,
+    render_template,
+    request,
+    stream_with_context,
+    url_for,
+)
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
 from flask_wtf import FlaskForm
@@ -106,7 +116,7 @@ def remove() -> ResponseReturnValue:
 
 @bp.get("/export.csv")
 def export() -> Response:
-    response = Response(manage.export_rows(), mimetype="text/csv")
+    response = Response(stream_with_context(manage.export_rows()), mimetype="text/csv")
     name = f"suppressions-{utcnow():%Y%m%d-%H%M%S}.csv"
     response.headers.set("Content-Disposition", "attachment", filename=name)
     return response
