@@ -287,3 +287,19 @@ def test_purge_old_removes_only_entries_expired_before_the_cutoff(app):
     db.session.commit()
     assert suppression.purge_old(now - timedelta(days=90)) == 1
     assert sorted(db.session.scalars(sa.select(Suppression.address))) == [A, C]
+
+
+def test_the_retention_purge_removes_entries_expired_long_ago(app):
+    from outbox import retention
+
+    now = utcnow()
+    listed(A)
+    listed(B, expires_at=now + timedelta(days=1))
+    db.session.execute(
+        sa.update(Suppression)
+        .where(Suppression.address == B)
+        .values(expires_at=now - timedelta(days=app.config["RETENTION_DAYS"] + 1))
+    )
+    db.session.commit()
+    retention.purge(now)
+    assert list(db.session.scalars(sa.select(Suppression.address))) == [A]
