@@ -43,6 +43,10 @@ DEFAULTS: dict[str, Any] = {
     # How long a process takes a token it found live without asking the database again:
     # a revoked token keeps working that long in the processes that saw it lately.
     "TOKEN_CACHE_SECONDS": 5.0,  # seconds; 0 asks the database on every request
+    # --- suppression (issue 15) ---
+    # A recipient on the suppression list: "mark" stores it as suppressed, never sent to
+    # (the message fails if no one is left); "reject" answers the API with 422, storing nothing.
+    "SUPPRESSED": "mark",  # mark or reject
     # --- metrics (issue 14) ---
     # /readyz answers 503 unless a worker beat within two POLL_INTERVALs.
     "READY_NEEDS_WORKER": False,  # bool
@@ -59,10 +63,6 @@ DEFAULTS: dict[str, Any] = {
     # after RETENTION_BODY_DAYS (outbox.retention); 0 keeps them for good.
     "RETENTION_DAYS": 90,  # days
     "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
-    # --- suppression (issue 15) ---
-    # A recipient on the suppression list: "mark" stores it as suppressed, never sent to
-    # (the message fails if no one is left); "reject" answers the API with 422, storing nothing.
-    "SUPPRESSED": "mark",  # mark or reject
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
