@@ -23,6 +23,9 @@ from .schema import utc_moment
 
 PAGE = 50  # entries on one page of the list
 MAX_REASON = suppression.REASON_CHARS
+# A cell a spreadsheet would run as a formula (OWASP's CSV injection) is exported after
+# a "'", which the import takes off again: a reason of SMTP text is not for running.
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
 CSV_FIELDS = (
     "address",
     "reason",
@@ -132,6 +135,8 @@ class Page:
 
 def page(search: str = "", before: int | None = None, limit: int = PAGE) -> Page:
     """Entries newest first, whose address holds search (any case), older than before."""
+    if unstorable(search) or (before is not None and not 0 < before < 2**63):
+        return Page([], None)  # nothing holds it (PostgreSQL would refuse to compare)
     stmt = select(Suppression).order_by(Suppression.id.desc()).limit(limit + 1)
     if search.strip():
         term = search.strip().lower()
@@ -178,9 +183,19 @@ def export_rows(chunk: int = 1000) -> Iterator[str]:
             return
         for entry in rows:
             shown = entry_json(entry)
-            writer.writerow([shown[name] if shown[name] is not None else "" for name in CSV_FIELDS])
+            writer.writerow([_cell(shown[name]) for name in CSV_FIELDS])
         after = rows[-1].id
         db.session.expunge_all()
+
+
+def _cell(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return f"'{text}" if text.startswith(FORMULA) else text
+
+
+def _uncell(value: str | None) -> str:
+    text = value or ""
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA) else text
 
 
 @dataclass(frozen=True)
@@ -200,8 +215,8 @@ def import_csv(lines: Iterable[str], now: datetime | None = None) -> Imported:
     for row in reader:
         number = reader.line_num
         try:
-            address = checked_address(row.get("address") or "")
-            reason = checked_reason(row.get("reason") or "imported")
+            address = checked_address(_uncell(row.get("address")))
+            reason = checked_reason(_uncell(row.get("reason")) or "imported")
             good.append((address, reason, expiry(at=row.get("expires_at"), now=now)))
         except Invalid as exc:
             errors.append(f"line {number}: {exc}")

@@ -38,6 +38,7 @@ def api_message(client, token: str, **fields):  # type: ignore[no-untyped-def]
         ("kunde@xn--bcher-kva.example", "kunde@bücher.example", True),
         ("kunde@faß.example", "kunde@fass.example", False),  # IDNA2008: ß is not ss
         ("ann@example.com.", "ann@example.com", True),
+        ("<ann@example.com>", "ann@example.com", True),  # as a DSN may name it
     ],
 )
 def test_keys_fold_the_domain_only(listed_as, sent_to, matches):
@@ -303,3 +304,16 @@ def test_the_retention_purge_removes_entries_expired_long_ago(app):
     db.session.commit()
     retention.purge(now)
     assert list(db.session.scalars(sa.select(Suppression.address))) == [A]
+
+
+@pytest.mark.all_databases
+def test_an_entry_made_by_another_process_is_matched_within_a_second(app, make_message):
+    assert suppression.matching([A]) == {}  # the list is empty: this process remembers it
+    with db.engine.begin() as conn:  # as another process would add it
+        conn.execute(sa.insert(Suppression.__table__), {
+            "address": A, "key": A, "reason": "elsewhere", "source": "manual",
+            "created_at": utcnow(), "created_by": "other"})  # fmt: skip
+    assert suppression.matching([A]) == {}  # not yet looked again
+    app.extensions["suppression_empty"][0] -= suppression.EMPTY_SECONDS  # a second later
+    assert set(suppression.matching([A])) == {A}
+    assert fresh(make_message(to=[A]).id).status == Status.FAILED
