@@ -317,3 +317,12 @@ def test_an_entry_made_by_another_process_is_matched_within_a_second(app, make_m
     app.extensions["suppression_empty"][0] -= suppression.EMPTY_SECONDS  # a second later
     assert set(suppression.matching([A])) == {A}
     assert fresh(make_message(to=[A]).id).status == Status.FAILED
+
+
+def test_the_setting_takes_mark_or_reject_only(tmp_path):
+    from outbox import create_app
+
+    from .conftest import base_config
+
+    with pytest.raises(ValueError, match="SUPPRESSED"):
+        create_app(base_config(f"sqlite:///{tmp_path / 'x.sqlite3'}", SUPPRESSED="drop"))
