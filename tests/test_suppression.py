@@ -1,7 +1,5 @@
 """The suppression list: matching, expiry, enqueue against it, and what reaches the SMTP server."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import timedelta
 
 import pytest
@@ -13,7 +11,6 @@ from outbox.models import Message, Suppression, utcnow
 from outbox.status import Status
 from outbox.worker import Worker
 
-from .conftest import draft
 from .test_queue import fresh
 from .test_recipients import delivered, states
 
@@ -267,36 +264,3 @@ def test_the_setting_takes_mark_or_reject_only(tmp_path):
 
     with pytest.raises(ValueError, match="SUPPRESSED"):
         create_app(base_config(f"sqlite:///{tmp_path / 'x.sqlite3'}", SUPPRESSED="drop"))
-
-
-@contextmanager
-def statements() -> Iterator[list[str]]:
-    """The SQL each engine of the app runs meanwhile."""
-    seen: list[str] = []
-
-    def executed(conn, cursor, statement, *args):  # type: ignore[no-untyped-def]
-        seen.append(statement)
-
-    engines = list(db.engines.values())
-    for engine in engines:
-        sa.event.listen(engine, "before_cursor_execute", executed)
-    try:
-        yield seen
-    finally:
-        for engine in engines:
-            sa.event.remove(engine, "before_cursor_execute", executed)
-
-
-@pytest.mark.all_databases
-def test_a_batch_asks_the_list_once_and_an_empty_list_is_not_asked(app):
-    drafts = [draft(from_addr="s@example.com", to=[f"r{n}@example.com", B], text="x")
-              for n in range(1000)]  # fmt: skip
-    queue.enqueue_batch(drafts[:1], source="test", max_attempts=3)  # the list is looked at
-    with statements() as seen:
-        queue.enqueue_batch(drafts, source="test", max_attempts=3)
-    assert [s for s in seen if "suppressions" in s] == []  # known empty: nothing asked
-    listed(B)
-    with statements() as seen:
-        queued, _ = queue.enqueue_batch(drafts, source="test", max_attempts=3)
-    assert len([s for s in seen if "suppressions" in s]) == 1
-    assert states(fresh(queued[-1].id))[B][0] == "suppressed"

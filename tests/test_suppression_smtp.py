@@ -75,18 +75,3 @@ def test_a_single_recipient_refused_as_unknown_is_suppressed_once(smtp_app, smtp
     make_due(other.id)
     Worker().drain()
     assert db.session.scalar(sa.select(sa.func.count()).select_from(Suppression)) == 1
-
-
-@pytest.mark.all_databases
-def test_recording_without_such_a_refusal_asks_nothing_more(smtp_app, smtp, make_message):
-    from .test_suppression import statements
-
-    suppression.add(C, "asked", "manual")
-    db.session.commit()
-    smtp.recorder.rcpt_replies[B] = "550 5.7.1 policy"
-    for n in range(20):
-        make_message(to=[A, B] if n % 2 else [A])
-    with statements() as seen:
-        Worker().drain()
-    assert [s for s in seen if "suppressions" in s] == []
-    assert db.session.scalar(sa.select(sa.func.count()).select_from(Suppression)) == 1
