@@ -18,6 +18,7 @@ from sqlalchemy import Executable, Row, bindparam, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from .addresses import a_label
+from .audit import actor
 from .extensions import AUTOCOMMIT, db
 from .models import Suppression, Timestamp, utcnow
 
@@ -53,9 +54,11 @@ def _live(now: Any) -> Any:
 # Made once, with the keys and the time as parameters: building a statement afresh cost
 # more CPU than running it (bench/README's enqueue section).
 _NOW = bindparam("now", type_=Timestamp)
-_MATCHING = select(TABLE.c.key, TABLE.c.id, TABLE.c.address, TABLE.c.reason, TABLE.c.source,
-                   TABLE.c.message_pk, TABLE.c.expires_at).where(
-    TABLE.c.key.in_(bindparam("keys", expanding=True)), _live(_NOW))  # fmt: skip
+# Only what a match is told by (describe): PyMySQL reads the description of every column
+# of every result anew, about 20 us of CPU each (7 columns cost 130 us of 190 a query).
+_MATCHING = select(TABLE.c.key, TABLE.c.id, TABLE.c.source, TABLE.c.reason).where(
+    TABLE.c.key.in_(bindparam("keys", expanding=True)), _live(_NOW)
+)
 _ANY_LIVE = select(TABLE.c.id).where(_live(_NOW)).limit(1)
 
 
@@ -105,8 +108,6 @@ def _creator(source: str) -> str:
     """Who made an entry: outbox itself for what the mail servers said, else the actor."""
     if source in ("bounce", "smtp"):
         return f"outbox ({source})"
-    from .audit import actor  # audit needs a request or the CLI; only people reach here
-
     return actor()[0][:255]
 
 

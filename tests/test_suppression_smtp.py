@@ -67,7 +67,7 @@ def test_a_single_recipient_refused_as_unknown_is_suppressed_once(smtp_app, smtp
     message = make_message(to=[A], max_attempts=3)
     Worker().drain()
     assert fresh(message.id).status == Status.FAILED
-    assert suppression.matching([A])[A].message_pk == message.id
+    assert suppression.find(A).message_pk == message.id
     # A deferral of another recipient, recorded again, adds nothing twice.
     smtp.recorder.rcpt_replies[B] = "451 4.3.0 later"
     other = make_message(to=[B, C])
