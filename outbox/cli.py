@@ -17,6 +17,7 @@ from . import (
     smtp,
     suppression_cli,
     tokens,
+    webhooks,
     worker,
 )
 from .models import Pause
@@ -221,5 +222,6 @@ def register(app: Flask) -> None:
         checkup.command,  # metrics (issue 14): `outbox check`
         retention.purge_command,
         *suppression_cli.COMMANDS,  # suppression (issue 15)
+        webhooks.commands.webhook_group,  # webhooks (issue 15)
     ):
         app.cli.add_command(command)

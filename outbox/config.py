@@ -63,14 +63,24 @@ DEFAULTS: dict[str, Any] = {
     # after RETENTION_BODY_DAYS (outbox.retention); 0 keeps them for good.
     "RETENTION_DAYS": 90,  # days
     "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
+    # The audit trail's events are removed this long after they happened; 0 keeps them.
+    "AUDIT_RETENTION_DAYS": 365,  # days
+    # --- webhooks (issue 15) ---
+    "WEBHOOK_TIMEOUT": 10.0,  # seconds a delivery may take, connecting to the last byte read
+    "WEBHOOK_INTERVAL": 5.0,  # seconds between a worker's runs of due deliveries
+    # Private, loopback, link-local and reserved addresses are refused unless this says so.
+    "WEBHOOK_ALLOW_PRIVATE": False,  # bool; true logs a warning at every worker start
+    "WEBHOOK_CA_FILE": None,  # path of a PEM file of CAs trusted besides the system's
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
 _BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
-_INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS"}
+_INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS", "AUDIT_RETENTION_DAYS"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
+_BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}  # webhooks (issue 15)
+_FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}  # webhooks (issue 15)
 
 
 def domain_names(raw: str) -> frozenset[str]:
@@ -122,9 +132,12 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("RECORD_AFTER must be above 0")
     if config["TOKEN_CACHE_SECONDS"] < 0:
         raise ValueError("TOKEN_CACHE_SECONDS must be 0 or more")
+    if config["WEBHOOK_TIMEOUT"] <= 0 or config["WEBHOOK_INTERVAL"] <= 0:  # webhooks (issue 15)
+        raise ValueError("WEBHOOK_TIMEOUT and WEBHOOK_INTERVAL must be above 0")
     keep, body = config["RETENTION_DAYS"], config["RETENTION_BODY_DAYS"]
-    if keep < 0 or body < 0:
-        raise ValueError("RETENTION_DAYS and RETENTION_BODY_DAYS are 0 (keep for good) or more")
+    if keep < 0 or body < 0 or config["AUDIT_RETENTION_DAYS"] < 0:
+        raise ValueError("RETENTION_DAYS, RETENTION_BODY_DAYS and AUDIT_RETENTION_DAYS are 0 "
+                         "(keep for good) or more")  # fmt: skip
     if keep and (not body or body > keep):
         raise ValueError("RETENTION_BODY_DAYS must be 1 to RETENTION_DAYS when RETENTION_DAYS "
                          "is set: bodies cannot outlive their messages")  # fmt: skip

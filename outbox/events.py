@@ -1,10 +1,26 @@
 """What happened to messages and recipients, told to the apps through their webhooks.
 
-The webhooks work owns this module; the kinds and emit()'s signature are the contract
-the bounce and suppression code call.
+The kinds and emit()'s signature are the contract the queue, the bounce and the
+suppression code call. An event becomes one row of webhook_deliveries per enabled
+endpoint that takes its kind, written in the caller's transaction (the caller
+commits), so an event is kept exactly when what it tells of is; the workers deliver
+the rows (outbox.webhooks).
 """
 
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, cast
+
+from flask import current_app
+from sqlalchemy import Table, insert, select
+
+from .extensions import db
+from .models import Message, WebhookDelivery, WebhookEndpoint, utcnow
+from .status import Status
 
 SENT = "message.sent"
 DEFERRED = "message.deferred"
@@ -12,6 +28,49 @@ FAILED = "message.failed"
 BOUNCED = "recipient.bounced"
 SUPPRESSED = "recipient.suppressed"
 KINDS = (SENT, DEFERRED, FAILED, BOUNCED, SUPPRESSED)
+TEST = "webhook.test"  # an endpoint's "send a test event", to that endpoint alone
+# The event each recorded status tells of (queue.outcomes).
+BY_STATUS = {Status.SENT: SENT, Status.DEFERRED: DEFERRED, Status.FAILED: FAILED}
+# A process that found no enabled endpoint asks again only after this long, so that
+# while webhooks are not in use recording outcomes costs no query at all. An endpoint
+# added or enabled in another process gets the events of outcomes recorded from at most
+# this long after; in this one, at once (endpoints_changed).
+NONE_FOR = 2.0  # seconds
+DELIVERIES = cast(Table, WebhookDelivery.__table__)
+ENDPOINTS = cast(Table, WebhookEndpoint.__table__)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One thing that happened, as its webhook's data tells it."""
+
+    kind: str
+    message_pk: int
+    message_id: str
+    recipient: str | None = None
+    code: str | None = None
+    text: str | None = None
+    at: datetime | None = None
+
+    def data(self) -> dict[str, Any]:
+        return {"id": self.message_pk, "message_id": self.message_id,
+                "recipient": self.recipient, "code": self.code, "text": self.text,
+                "at": iso(self.at)}  # fmt: skip
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat(timespec="microseconds") + "Z"
+
+
+def body(kind: str, data: Mapping[str, Any], now: datetime) -> str:
+    """The JSON a receiver gets (and the signature covers): type, timestamp and data."""
+    return json.dumps({"type": kind, "timestamp": iso(now), "data": data},
+                      ensure_ascii=False, separators=(",", ":"))  # fmt: skip
+
+
+def new_event_id() -> str:
+    """The webhook-id of a new event: the same for every endpoint and every retry."""
+    return f"evt_{uuid.uuid4().hex}"
 
 
 def emit(
@@ -25,4 +84,89 @@ def emit(
     at: datetime | None = None,
 ) -> None:
     """Queue one event for every enabled endpoint that takes its kind, in the caller's
-    transaction (the caller commits). Placeholder until the webhooks work lands."""
+    transaction (the caller commits)."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown event kind {kind!r}; one of {', '.join(KINDS)}")
+    emit_many([Event(kind, message_pk, message_id, recipient, code, text, at)])
+
+
+def emit_many(events: Iterable[Event], now: datetime | None = None) -> int:
+    """Queue several events: one read of the endpoints, one multi-row INSERT. The rows made."""
+    endpoints = _enabled()
+    if not endpoints:
+        return 0
+    return _insert(endpoints, events, now or utcnow())
+
+
+def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str | None]]) -> int:
+    """The events of a group of outcomes queue.record wrote (before it commits).
+
+    outcomes are (Finished, error) pairs, read only when some endpoint takes a kind of
+    them: this costs one small read of the endpoints a group, none while there is no
+    enabled endpoint (NONE_FOR). The Message-IDs are read then, in one query, only for
+    the messages whose event is taken.
+    """
+    endpoints = _enabled()
+    kinds = {kind for _, taken in endpoints for kind in taken}
+    if not kinds:
+        return 0
+    taken = {status for status, kind in BY_STATUS.items() if kind in kinds}
+    found = [(done, error) for done, error in outcomes if statuses.get(done.claim.id) in taken]
+    if not found:
+        return 0
+    ids = [done.claim.id for done, _ in found]
+    c = Message.__table__.c
+    message_ids = dict(db.session.execute(select(c.id, c.message_id).where(c.id.in_(ids))).all())
+    events = [
+        Event(
+            BY_STATUS[statuses[done.claim.id]],
+            done.claim.id,
+            message_ids[done.claim.id],
+            code=_code(statuses[done.claim.id], done.code),
+            text=error or done.reply,
+            at=done.finished_at,
+        )  # fmt: skip
+        for done, error in found
+    ]
+    return _insert(endpoints, events, utcnow())
+
+
+def _code(status: Status, code: int | None) -> str | None:
+    """The SMTP code an outcome tells: a sent mail's is 250, the one success reply to the
+    end of DATA (RFC 5321 4.3.2), which the sender does not keep."""
+    if code is None and status is Status.SENT:
+        return "250"
+    return None if code is None else str(code)
+
+
+def _enabled() -> list[tuple[int, set[str]]]:
+    """The enabled endpoints and the kinds each takes: one read of a small table, or none
+    within NONE_FOR of finding none."""
+    state = current_app.extensions.setdefault(__name__, {"none_until": 0.0})
+    if time.monotonic() < state["none_until"]:
+        return []
+    c = ENDPOINTS.c
+    rows = db.session.execute(select(c.id, c.events).where(c.enabled.is_(True))).all()
+    if not rows:
+        state["none_until"] = time.monotonic() + NONE_FOR
+    return [(row.id, set(row.events.split())) for row in rows]
+
+
+def endpoints_changed() -> None:
+    """Forget that this process found no endpoint: one was added or enabled here."""
+    current_app.extensions.setdefault(__name__, {})["none_until"] = 0.0
+
+
+def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now: datetime) -> int:
+    rows = []
+    for event in events:
+        wanting = [endpoint for endpoint, kinds in endpoints if event.kind in kinds]
+        if not wanting:
+            continue
+        text, event_id = body(event.kind, event.data(), now), new_event_id()
+        rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
+                  "payload": text, "status": "pending", "attempts": 0, "next_attempt_at": now,
+                  "created_at": now} for endpoint in wanting]  # fmt: skip
+    if rows:
+        db.session.execute(insert(DELIVERIES), rows)
+    return len(rows)

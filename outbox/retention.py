@@ -19,7 +19,7 @@ import click
 from flask import current_app
 from sqlalchemy import Table, delete, func, select, update
 
-from . import audit, rollups, suppression
+from . import audit, rollups, suppression, webhooks
 from .extensions import db
 from .models import Attachment, AttachmentChunk, Attempt, Message, RetentionRun, utcnow
 from .queue import moves
@@ -34,8 +34,8 @@ CHUNKS = cast(Table, AttachmentChunk.__table__)
 RUNS = cast(Table, RetentionRun.__table__)
 BATCH = 500  # ids per transaction
 # The workers' daily purge rests this many times as long as each batch took, so it takes
-# at most a quarter of the database's time from sending (bench/purge.py); by hand, none.
-WORKER_PACE = 3.0
+# at most a tenth of the database's time from sending (bench/purge.py); by hand, none.
+WORKER_PACE = 9.0
 EVERY = timedelta(days=1)  # how often the workers purge
 SETTLED_VALUES = [s.value for s in SETTLED]
 
@@ -48,15 +48,22 @@ class Purged:
     attempts: int = 0
     attachments: int = 0
     bodies_dropped: int = 0
+    audit_events: int = 0
 
     def add(self, other: "Purged") -> None:
         for f in fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
     def __str__(self) -> str:
-        return (f"{self.messages} messages, {self.attempts} attempts, "
+        said = (f"{self.messages} messages, {self.attempts} attempts, "
                 f"{self.attachments} attachments removed; "
                 f"bodies dropped from {self.bodies_dropped} messages")  # fmt: skip
+        if self.audit_events:
+            said += f"; {self.audit_events} audit events removed"
+        return said
+
+    def __bool__(self) -> bool:
+        return bool(self.messages or self.bodies_dropped or self.audit_events)
 
 
 def cutoffs(now: datetime, days: int | None = None) -> tuple[datetime | None, datetime | None]:
@@ -86,16 +93,24 @@ def purge(
     if days is not None and days < 1:
         raise ValueError("--older-than is at least 1 day: the dashboard's chart shows 24 hours")
     gone, bodies = cutoffs(now, days)
+    trail = current_app.config["AUDIT_RETENTION_DAYS"]
+    trail_cutoff = now - timedelta(days=trail) if trail else None
     if dry_run:
-        return _count(gone, bodies)
+        found = _count(gone, bodies)
+        if trail_cutoff is not None:
+            found.audit_events = audit.purge_old(trail_cutoff, dry_run=True)
+        return found
     rollups.roll_up_hours(now)  # the chart's settled hours are kept before any attempt goes
     done = Purged()
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
         suppression.purge_old(gone)  # suppression (issue 15): entries expired before the cutoff
+        webhooks.purge_old(gone)  # webhooks (issue 15): deliveries as old as the messages gone
     if bodies is not None:
         done.add(_in_batches(_with_bodies(bodies), _drop_bodies(now), pace))
-    if done.messages or done.bodies_dropped:  # by hand or a worker's daily turn ("cli:...")
+    if trail_cutoff is not None:
+        done.audit_events = audit.purge_old(trail_cutoff)
+    if done:  # by hand or a worker's daily turn ("cli:...")
         audit.record("purge", detail=str(done))
     return done
 
@@ -195,6 +210,12 @@ def _drop_bodies(now: datetime) -> Any:
     return drop
 
 
+def _any_rule() -> bool:
+    config = current_app.config
+    return any(config[name] for name in ("RETENTION_DAYS", "RETENTION_BODY_DAYS",
+                                         "AUDIT_RETENTION_DAYS"))  # fmt: skip
+
+
 def take_turn(now: datetime, name: str = "purge") -> bool:
     """Whether this worker runs the daily purge: the one whose UPDATE moves last_run_at on.
 
@@ -214,8 +235,7 @@ def purge_if_due(worker_id: str) -> Purged | None:
 
     A failure is logged, not raised: the next day's purge takes what is left.
     """
-    config = current_app.config
-    if not (config["RETENTION_DAYS"] or config["RETENTION_BODY_DAYS"]):
+    if not _any_rule():
         return None
     try:
         now = utcnow()
@@ -247,9 +267,9 @@ def purge_command(days: int | None, dry_run: bool) -> None:
     with their attempts and attachments; the bodies and attachments of those settled more
     than OUTBOX_RETENTION_BODY_DAYS ago are dropped. Prints what it removed.
     """
-    if days is None and not (current_app.config["RETENTION_DAYS"]
-                             or current_app.config["RETENTION_BODY_DAYS"]):  # fmt: skip
-        click.echo("nothing to do: OUTBOX_RETENTION_DAYS and OUTBOX_RETENTION_BODY_DAYS are 0")
+    if days is None and not _any_rule():
+        click.echo("nothing to do: OUTBOX_RETENTION_DAYS, OUTBOX_RETENTION_BODY_DAYS and "
+                   "OUTBOX_AUDIT_RETENTION_DAYS are 0")  # fmt: skip
         return
     done = purge(days=days, dry_run=dry_run)
     click.echo(("would remove: " if dry_run else "removed: ") + str(done))

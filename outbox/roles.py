@@ -17,6 +17,7 @@ ACTIONS = {
     "audit": "admin",
     "suppress": "sender",  # suppression (issue 15): add to and remove from the list
     "suppressions_import": "admin",  # suppression (issue 15): CSV import
+    "webhooks": "admin",  # webhooks (issue 15): endpoints, send again, test events
 }
 # What an API token may do: enqueue, read (GET), and move messages (resend, cancel).
 SCOPES = ("send", "read", "manage")

@@ -13,7 +13,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
-from . import retention, rollups, smtp
+from . import retention, rollups, smtp, webhooks
 from .extensions import db
 from .worker import Worker
 
@@ -74,6 +74,7 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
         purge, "interval", seconds=RETENTION_EVERY, jitter=RETENTION_EVERY / 4, id="retention",
         max_instances=1, coalesce=True, next_run_time=datetime.now(UTC) + timedelta(seconds=30),
     )  # fmt: skip
+    webhooks.schedule(scheduler, app, worker)  # webhooks (issue 15)
     return busy
 
 
@@ -85,6 +86,7 @@ def run(app: Flask) -> None:
     catch_stops()  # before the scheduler starts its threads
     worker.log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
     smtp.warn_unsafe(app.config)
+    webhooks.warn_unsafe(app.config)  # webhooks (issue 15)
     scheduler.start()
     signum = signal.sigwait(STOPS)
     worker.log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)

@@ -96,24 +96,23 @@ def _fail(row: dict[str, Any], now: datetime) -> None:
     )
 
 
-def announce(pk: int, row: dict[str, Any], now: datetime) -> None:
-    """The events of a stored message's suppressed recipients (and of its failure), in the
-    caller's transaction."""
-    message_id = str(row["message_id"])
-    for entry in row["recipients"]:
-        if entry.get("state") == SUPPRESSED:
-            events.emit(
-                events.SUPPRESSED,
-                message_pk=pk,
-                message_id=message_id,
-                recipient=str(entry["address"]),
-                text=entry["reply"],
-                at=now,
+def announce(stored: Sequence[tuple[int, dict[str, Any]]], now: datetime) -> None:
+    """The events of stored messages' suppressed recipients (and of the messages failed for
+    them), all at once, in the caller's transaction."""
+    found: list[events.Event] = []
+    for pk, row in stored:
+        message_id = str(row["message_id"])
+        found.extend(
+            events.Event(events.SUPPRESSED, pk, message_id, str(entry["address"]),
+                         text=entry["reply"], at=now)
+            for entry in row["recipients"] if entry.get("state") == SUPPRESSED
+        )  # fmt: skip
+        if row["status"] == Status.FAILED.value:
+            found.append(
+                events.Event(events.FAILED, pk, message_id, text=row["last_error"], at=now)
             )
-    if row["status"] == Status.FAILED.value:
-        events.emit(
-            events.FAILED, message_pk=pk, message_id=message_id, text=row["last_error"], at=now
-        )
+    if found:
+        events.emit_many(found, now)
 
 
 def restate(ids: Collection[int] | None) -> set[int]:

@@ -46,20 +46,14 @@ def suppress_refused(finished: Sequence[Any], recorded: Mapping[int, Status]) ->
         return 0
     stmt = select(MESSAGES.c.id, MESSAGES.c.message_id).where(MESSAGES.c.id.in_(refused))
     message_ids: dict[int, str] = {pk: mid for pk, mid in db.session.execute(stmt)}
-    made = 0
+    made = []
     for pk, hits in refused.items():
         for address, code, reply in hits:
             reason = f"{code} {reply}".strip()
             entry, new = add(address, reason, "smtp", message_pk=pk)
             if new:
-                made += 1
-                events.emit(
-                    events.SUPPRESSED,
-                    message_pk=pk,
-                    message_id=message_ids[pk],
-                    recipient=address,
-                    code=str(code),
-                    text=reason,
-                    at=entry.created_at,
-                )
-    return made
+                made.append(events.Event(events.SUPPRESSED, pk, message_ids[pk], address,
+                                         str(code), reason, entry.created_at))  # fmt: skip
+    if made:
+        events.emit_many(made)
+    return len(made)

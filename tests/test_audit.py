@@ -2,17 +2,19 @@
 
 import getpass
 import json
+from datetime import timedelta
 
 import pytest
 from sqlalchemy import select
 
 from outbox import audit, tokens
 from outbox.extensions import db
-from outbox.models import AuditEvent
+from outbox.models import AuditEvent, utcnow
 from outbox.status import Status
 
 from .pages import csrf, move_to
 from .test_drafts import VALID
+from .test_web_auth import sign_in_form
 
 
 def trail() -> list[tuple]:
@@ -92,3 +94,33 @@ def test_account_and_token_changes_are_recorded_from_the_cli(runner, app):
     runner.invoke(args=["revoke-token", "t"])
     actions = [action for _, action, _, _ in trail()]
     assert actions == ["create_user", "set_password", "create_token", "revoke_token"]
+
+
+def test_signing_in_and_out_is_recorded_and_a_wrong_password_is_not(client, staff):
+    refused = client.post("/sign-in", data=sign_in_form(client, password="wrong horse"))
+    assert refused.status_code == 401 and trail() == []  # failures are counted, not trailed
+    assert client.post("/sign-in", data=sign_in_form(client)).status_code == 302
+    assert client.post("/sign-out", data={"csrf_token": csrf(client, "/")}).status_code == 302
+    assert [(actor, action) for actor, action, _, addr in trail()] == [
+        (staff.email, "sign_in"), (staff.email, "sign_out")]  # fmt: skip
+    assert {addr for *_, addr in trail()} == {"127.0.0.1"}
+
+
+@pytest.mark.all_databases
+def test_the_purge_removes_events_past_their_retention_and_counts_them_first(app, runner):
+    now = utcnow()
+    for days in (400, 366, 364, 1):
+        db.session.add(AuditEvent(at=now - timedelta(days=days), actor="cli:x", action="pause"))
+    db.session.commit()
+    dry = runner.invoke(args=["purge", "--dry-run"])
+    assert "; 2 audit events removed" in dry.output and len(trail()) == 4
+    done = runner.invoke(args=["purge"])
+    assert done.exit_code == 0 and "; 2 audit events removed" in done.output, done.output
+    kept = db.session.scalars(select(AuditEvent.at).order_by(AuditEvent.id)).all()
+    assert [round((now - at).days) for at in kept[:2]] == [364, 1]  # the two younger stay
+    assert [action for _, action, _, _ in trail()][-1] == "purge"  # and the purge says so
+    app.config["AUDIT_RETENTION_DAYS"] = 0  # keeps the trail for good
+    db.session.add(AuditEvent(at=now - timedelta(days=4000), actor="cli:x", action="pause"))
+    db.session.commit()
+    assert "audit events" not in runner.invoke(args=["purge"]).output
+    assert len(trail()) == 4

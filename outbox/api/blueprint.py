@@ -111,12 +111,15 @@ NEEDS = {
     "api.create_batch": "send",
     "api.resend_message": "manage",
     "api.cancel_message": "manage",
+    "api.list_webhooks": "manage",  # webhooks (issue 15): a URL may carry a receiver's key
+    "api.show_webhook": "manage",
+    "api.list_deliveries": "manage",
 }
 
 
 def needed_scope() -> str:
     """The token scope this request needs (outbox.roles.SCOPES)."""
-    if request.method in ("GET", "HEAD", "OPTIONS"):
+    if request.method in ("GET", "HEAD", "OPTIONS") and request.endpoint not in NEEDS:
         return "read"
     return NEEDS.get(request.endpoint or "", "manage")
 

@@ -16,6 +16,7 @@ from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .suppression import Suppression
 from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
+from .webhooks import WebhookDelivery, WebhookEndpoint
 
 
 class Message(Base):
@@ -178,6 +179,8 @@ __all__ = [
     "Suppression",
     "Timestamp",
     "User",
+    "WebhookDelivery",
+    "WebhookEndpoint",
     "WorkerBeat",
     "utcnow",
 ]

@@ -6,7 +6,10 @@ from typing import Any
 
 from ..schema import NewMessage
 from ..wire import Message, MessageDetail, Moved
-from . import suppressions  # suppression (issue 15)
+from . import (
+    suppressions,  # suppression (issue 15)
+    webhooks,
+)
 from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, closed, header_schemas, model_schema, ref
 from .queuing import create, create_batch
 from .reading import listing, move, show
@@ -42,6 +45,7 @@ def _schemas() -> dict[str, Schema]:
         "Batch": closed({"messages": {"type": "array", "items": queued}}),
         "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
         **suppressions.schemas(),
+        **webhooks.schemas(),  # webhooks (issue 15)
     }
 
 
@@ -90,6 +94,11 @@ def document() -> dict[str, Any]:
             "/api/openapi.json": {"get": DOCUMENT_ITSELF},
             "/api/suppressions": {"get": suppressions.listing(), "post": suppressions.create()},
             "/api/suppressions/{address}": {"delete": suppressions.remove()},
+            "/api/webhooks": webhooks.collection(),  # webhooks (issue 15)
+            "/api/webhooks/{id}": webhooks.one(),
+            "/api/webhooks/{id}/enable": webhooks.switch("Enable a webhook endpoint"),
+            "/api/webhooks/{id}/disable": webhooks.switch("Disable a webhook endpoint"),
+            "/api/webhooks/{id}/deliveries": webhooks.deliveries(),
         },
         "components": {
             "securitySchemes": {

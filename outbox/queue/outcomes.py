@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 
+from .. import events
 from ..extensions import db
 from ..models import REPLY_CHARS, utcnow
 from ..status import Outcome, Retry, Status
@@ -84,6 +85,7 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     if attempts:
         db.session.execute(insert(ATTEMPTS), attempts)
     suppress_refused(finished, recorded)  # suppression (issue 15): 5.1.1 and the like
+    events.recorded(recorded, ((d, e) for group in moves.values() for d, _, e in group))  # webhooks
     db.session.commit()
     return recorded
 
@@ -218,7 +220,7 @@ def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
     """
     now = now or utcnow()
     c = MESSAGES.c
-    stale = select(c.id, c.locked_by, c.locked_at, c.attempts, c.max_attempts).where(
+    stale = select(c.id, c.locked_by, c.locked_at, c.attempts, c.max_attempts, c.message_id).where(
         c.status == Status.SENDING.value, c.locked_at < now - timedelta(seconds=lock_timeout)
     )
     if db.engine.dialect.name != "sqlite":
@@ -237,6 +239,13 @@ def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
                        "worker_id": row.locked_by, "outcome": Outcome.WORKER_LOST.value,
                        "smtp_code": None, "error": error, "reply": None}  # fmt: skip
             db.session.execute(insert(ATTEMPTS), attempt)
+            events.emit(
+                events.BY_STATUS[new],
+                message_pk=row.id,
+                message_id=row.message_id,
+                text=error,
+                at=now,
+            )  # webhooks (issue 15)
             count += 1
         db.session.commit()
     db.session.commit()

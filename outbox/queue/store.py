@@ -95,7 +95,7 @@ def _insert_with_attachments(
     for upload in uploads:
         attachments.store(message.id, upload.filename, upload.content_type, upload.data)
     if marked:
-        suppression_screen.announce(message.id, row, row["created_at"])
+        suppression_screen.announce([(message.id, row)], row["created_at"])
     db.session.commit()
     return message
 
@@ -243,8 +243,7 @@ def enqueue_batch(
     marked = suppression_screen.screen(rows, now, batch=True)  # suppression (issue 15)
     try:
         ids = _insert_rows(rows, drafts)
-        for n in marked:
-            suppression_screen.announce(ids[n], rows[n], now)
+        suppression_screen.announce([(ids[n], rows[n]) for n in marked], now)
         for pk, draft in zip(ids, drafts, strict=True):
             for upload in draft.attachments:
                 attachments.store(pk, upload.filename, upload.content_type, upload.data)

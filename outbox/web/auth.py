@@ -7,7 +7,7 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_user, logout_user
 from werkzeug.wrappers import Response
 
-from .. import accounts
+from .. import accounts, audit
 from .forms import SignInForm
 
 bp = Blueprint("auth", __name__)
@@ -39,12 +39,14 @@ def sign_in() -> ResponseReturnValue:
         form.form_errors.append("Wrong email or password.")
         return render_template("auth/sign_in.html", form=form), 401
     login_user(user)
+    audit.record("sign_in")
     return redirect(_safe_next(request.args.get("next")))
 
 
 @bp.post("/sign-out")
 def sign_out() -> Response:
     if current_user.is_authenticated:
+        audit.record("sign_out")
         accounts.sign_out(current_user)  # a copy of the cookie ends too
     logout_user()
     return redirect(url_for("auth.sign_in"))
