@@ -13,6 +13,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from . import config as settings
 from . import health, smtp
+from .bounces import imap
 from .extensions import db
 
 
@@ -39,6 +40,8 @@ def run() -> list[Result]:
     if database.ok:
         results.append(check_schema())
     results.append(check_smtp())
+    if current_app.config.get("BOUNCE_IMAP_URL"):  # bounces (issue 15): the bounce mailbox
+        results.append(Result("bounces", *imap.probe(current_app.config)))
     return results
 
 

@@ -20,6 +20,7 @@ from . import (
     webhooks,
     worker,
 )
+from .bounces import inbound
 from .models import Pause
 from .roles import ROLES, SCOPES
 
@@ -222,6 +223,7 @@ def register(app: Flask) -> None:
         checkup.command,  # metrics (issue 14): `outbox check`
         retention.purge_command,
         *suppression_cli.COMMANDS,  # suppression (issue 15)
+        inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
         webhooks.commands.webhook_group,  # webhooks (issue 15)
     ):
         app.cli.add_command(command)

@@ -4,6 +4,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import logs, smtp
+from .bounces import settings as bounce_settings
 from .status import shortest_lock_timeout
 
 # Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
@@ -65,6 +66,14 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
     # The audit trail's events are removed this long after they happened; 0 keeps them.
     "AUDIT_RETENTION_DAYS": 365,  # days
+    # --- bounces (issue 15) ---
+    "BOUNCE_ADDRESS": None,  # address; set, each recipient's envelope sender is its VERP form
+    "BOUNCE_MAX_BYTES": 10 * 1024 * 1024,  # bytes, the largest bounce mail taken in
+    "BOUNCE_IMAP_URL": None,  # imaps://user:pass@host[:port]/FOLDER polled by the workers
+    "BOUNCE_IMAP_CA_FILE": None,  # path of a PEM file of CAs trusted besides the system's
+    "BOUNCE_IMAP_INTERVAL": 60.0,  # seconds between polls of the mailbox
+    "BOUNCE_IMAP_DONE": "outbox-done",  # folder handled mails move to; "" deletes them
+    "BOUNCE_IMAP_ALLOW_PLAINTEXT": False,  # bool: take imap:// (no TLS), with a warning
     # --- webhooks (issue 15) ---
     "WEBHOOK_TIMEOUT": 10.0,  # seconds a delivery may take, connecting to the last byte read
     "WEBHOOK_INTERVAL": 5.0,  # seconds between a worker's runs of due deliveries
@@ -74,11 +83,13 @@ DEFAULTS: dict[str, Any] = {
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
-_BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER"}
+_BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER", "BOUNCE_IMAP_ALLOW_PLAINTEXT"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
 _INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS", "AUDIT_RETENTION_DAYS"}
+_INTS |= {"BOUNCE_MAX_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
+_FLOATS |= {"BOUNCE_IMAP_INTERVAL"}
 _BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}  # webhooks (issue 15)
 _FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}  # webhooks (issue 15)
 
@@ -157,6 +168,7 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("SUPPRESSED (OUTBOX_SUPPRESSED) must be mark or reject")
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
+    bounce_settings.check(config)  # bounces (issue 15)
     if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held
         try:
             smtp.tls_context(config["MAIL_TLS_VERIFY"], config["MAIL_TLS_CA_FILE"])

@@ -134,6 +134,8 @@ class Mail:
     attachments: list[tuple[bytes, bytes]]  # (part headers, data)
     seven_bit: tuple[bytes, set[str]]  # the content for a server without 8BITMIME, its CTEs
     made: dict[Features, Prepared] = field(default_factory=dict)
+    # bounces (issue 15): each pending address's VERP return path; None: VERP is off.
+    returns: dict[str, str] | None = None
 
     def for_server(self, features: Features) -> Prepared:
         """The mail as it goes to a server offering features; BuildError if it cannot go there."""

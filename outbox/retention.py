@@ -20,6 +20,7 @@ from flask import current_app
 from sqlalchemy import Table, delete, func, select, update
 
 from . import audit, rollups, suppression, webhooks
+from .bounces import store as bounce_store
 from .extensions import db
 from .models import Attachment, AttachmentChunk, Attempt, Message, RetentionRun, utcnow
 from .queue import moves
@@ -105,6 +106,7 @@ def purge(
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
         suppression.purge_old(gone)  # suppression (issue 15): entries expired before the cutoff
+        bounce_store.purge_old(gone)  # bounces (issue 15): bounce mails as old as those
         webhooks.purge_old(gone)  # webhooks (issue 15): deliveries as old as the messages gone
     if bodies is not None:
         done.add(_in_batches(_with_bodies(bodies), _drop_bodies(now), pace))
@@ -216,8 +218,9 @@ def _any_rule() -> bool:
                                          "AUDIT_RETENTION_DAYS"))  # fmt: skip
 
 
-def take_turn(now: datetime, name: str = "purge") -> bool:
-    """Whether this worker runs the daily purge: the one whose UPDATE moves last_run_at on.
+def take_turn(now: datetime, name: str = "purge", every: timedelta = EVERY) -> bool:
+    """Whether this worker runs the daily purge (or the job `name`, once `every`): the one
+    whose UPDATE moves last_run_at on.
 
     The row is made once if missing (a second maker's insert does nothing); the UPDATE
     is atomic, so of several workers finding it due exactly one changes it.
@@ -225,7 +228,7 @@ def take_turn(now: datetime, name: str = "purge") -> bool:
     with db.engine.begin() as conn:  # its own short transaction
         conn.execute(rollups._upsert(RUNS, replace=False), [{"name": name, "last_run_at": None}])
     with db.engine.begin() as conn:
-        due = (RUNS.c.last_run_at.is_(None)) | (RUNS.c.last_run_at <= now - EVERY)
+        due = (RUNS.c.last_run_at.is_(None)) | (RUNS.c.last_run_at <= now - every)
         stmt = update(RUNS).where(RUNS.c.name == name, due).values(last_run_at=now)
         return cast(Any, conn.execute(stmt)).rowcount == 1
 

@@ -14,6 +14,7 @@ from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
 from . import retention, rollups, smtp, webhooks
+from .bounces import imap
 from .extensions import db
 from .worker import Worker
 
@@ -74,6 +75,8 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
         purge, "interval", seconds=RETENTION_EVERY, jitter=RETENTION_EVERY / 4, id="retention",
         max_instances=1, coalesce=True, next_run_time=datetime.now(UTC) + timedelta(seconds=30),
     )  # fmt: skip
+    if app.config.get("BOUNCE_IMAP_URL"):  # bounces (issue 15): the bounce mailbox's poll
+        imap.schedule(scheduler, app, worker.worker_id)
     webhooks.schedule(scheduler, app, worker)  # webhooks (issue 15)
     return busy
 

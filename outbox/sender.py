@@ -1,6 +1,7 @@
 """SMTP sessions: a batch over one timed connection and its send deadline."""
 
 import contextlib
+import dataclasses
 import smtplib
 import socket
 
@@ -148,6 +149,9 @@ def _ahead(host: smtplib.SMTP, following: Mail | None, offered: Features) -> byt
         return b""
     try:
         mail = following.for_server(offered)
+        if following.returns and mail.recipients:  # VERP: its first transaction's envelope
+            first = following.returns[mail.stored[0]]
+            mail = dataclasses.replace(mail, sender=first, recipients=mail.recipients[:1])
         return pipelining.envelope(host, mail) if mail.recipients else b""
     except (BuildError, ValueError, UnicodeError):
         return b""  # its own send says what is wrong with it
@@ -177,34 +181,57 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
     todo = list(zip(prepared.recipients, prepared.stored, strict=True))
     said = None  # the accepting reply of the last transaction that delivered
     while todo:
+        # VERP (bounces, issue 15): the return path names one recipient, so each goes in a
+        # transaction of its own on this connection; the next mail's commands go with the last.
+        one = todo[:1] if mail.returns else todo
+        path = mail.returns[one[0][1]] if mail.returns else prepared.sender
+        ahead = b"" if len(one) < len(todo) else then
         try:
             refused = pipelining.sendmail(
-                host, prepared.sender, [wire for wire, _ in todo], prepared.data,
-                written=written, then=then,
-            )  # fmt: skip
+                host, path, [wire for wire, _ in one], prepared.data, written=written, then=ahead
+            )
+        except smtplib.SMTPRecipientsRefused as exc:
+            if len(one) == len(todo) or any(code == 421 for code, _ in exc.recipients.values()):
+                return _ended(session, exc, following, replies, todo, said)
+            written = False  # refused alone; the session was reset for the next transaction
+            replies[one[0][1]] = refusal(*exc.recipients[one[0][0]])
+            todo = todo[1:]
+            continue
         except Exception as exc:
-            found = _after_error(session, exc, following)
-            refusals = getattr(exc, "recipients", {})
-            for wire, address in todo:
-                replies[address] = (
-                    refusal(*refusals[wire]) if wire in refusals
-                    else Reply(found.outcome, found.code, found.error or "")
-                )  # fmt: skip
-            return _result(replies, found, said)
+            return _ended(session, exc, following, replies, todo, said)
         said = decoded(refused.reply)
         written = False
         again = []
-        for wire, address in todo:
+        for wire, address in one:
             if wire not in refused:
                 replies[address] = ACCEPTED
                 continue
             replies[address] = refusal(*refused[wire])
             if refused[wire][0] in pipelining.TOO_MANY:
                 again.append((wire, address))  # a further transaction on this connection
-        if then and not again:
+        if ahead and not again:
             session.ahead = following
-        todo = again
+        todo = again + todo[len(one) :]
     return _result(replies, None, said)
+
+
+def _ended(
+    session: SmtpSession,
+    exc: Exception,
+    following: Mail | None,
+    replies: dict[str, Reply],
+    todo: list[tuple[str, str]],
+    said: str | None,
+) -> Result:
+    """The attempt after sendmail raised: each recipient not yet served meets the error."""
+    found = _after_error(session, exc, following)
+    refusals = getattr(exc, "recipients", {})
+    for wire, address in todo:
+        replies[address] = (
+            refusal(*refusals[wire]) if wire in refusals
+            else Reply(found.outcome, found.code, found.error or "")
+        )  # fmt: skip
+    return _result(replies, found, said)
 
 
 def _after_error(session: SmtpSession, exc: Exception, following: Mail | None) -> Result:

@@ -54,11 +54,11 @@ def _live(now: Any) -> Any:
 # Made once, with the keys and the time as parameters: building a statement afresh cost
 # more CPU than running it (bench/README's enqueue section).
 _NOW = bindparam("now", type_=Timestamp)
-# Only what a match is told by (describe): PyMySQL reads the description of every column
-# of every result anew, about 20 us of CPU each (7 columns cost 130 us of 190 a query).
-_MATCHING = select(TABLE.c.key, TABLE.c.id, TABLE.c.source, TABLE.c.reason).where(
-    TABLE.c.key.in_(bindparam("keys", expanding=True)), _live(_NOW)
-)
+# What a match is told by (describe) and its evidence, not the rest: PyMySQL reads the
+# description of every column of every result anew, about 20 us of CPU each.
+_MATCHING = select(TABLE.c.key, TABLE.c.id, TABLE.c.source, TABLE.c.reason, TABLE.c.message_pk,
+                   TABLE.c.bounce_pk).where(
+    TABLE.c.key.in_(bindparam("keys", expanding=True)), _live(_NOW))  # fmt: skip
 _ANY_LIVE = select(TABLE.c.id).where(_live(_NOW)).limit(1)
 
 
@@ -83,13 +83,17 @@ def _not_empty() -> None:
     current_app.extensions["suppression_empty"] = [time.monotonic(), False]
 
 
-def matching(addresses: Iterable[str], now: datetime | None = None) -> dict[str, Row[Any]]:
-    """The live entries of these addresses, by key: one query for a whole batch, and none
-    while the list is empty."""
+def matching(
+    addresses: Iterable[str], now: datetime | None = None, *, hot: bool = False
+) -> dict[str, Row[Any]]:
+    """The live entries of these addresses, by key: one query for a whole batch.
+
+    hot (enqueue): none while this process found the list empty within EMPTY_SECONDS.
+    """
     now = now or utcnow()
     keys = sorted({key_of(address) for address in addresses})
     found: dict[str, Row[Any]] = {}
-    if not keys or _known_empty(now):
+    if not keys or (hot and _known_empty(now)):
         return found
     for start in range(0, len(keys), KEYS_PER_QUERY):
         part = keys[start : start + KEYS_PER_QUERY]

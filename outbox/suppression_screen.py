@@ -47,7 +47,7 @@ def screen(rows: list[dict[str, Any]], now: datetime, *, batch: bool = False) ->
     none are left out). Rejected instead, with OUTBOX_SUPPRESSED=reject; for a batch,
     each address found carries the index of its message.
     """
-    found = matching(_addresses(rows), now)
+    found = matching(_addresses(rows), now, hot=True)
     if not found:
         return {}
     if current_app.config["SUPPRESSED"] == "reject":

@@ -14,6 +14,7 @@ from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
 from . import deliveries, heartbeats, metrics, mime, pause, queue, sender
+from .bounces import verp
 from .extensions import db
 from .models import utcnow
 from .status import Lease, Outcome, Retry, Status
@@ -225,7 +226,9 @@ class Worker:
             if row.attachment_count:
                 attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
-            return mime.prepare(row, attachments)
+            mail = mime.prepare(row, attachments)
+            mail.returns = verp.return_paths(row.id, row.recipients)  # bounces (issue 15)
+            return mail
         except (mime.BuildError, queue.Damaged) as exc:
             return queue.Finished(claim, Outcome.FAILED, utcnow(), None, str(exc))
 

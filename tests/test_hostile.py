@@ -15,6 +15,7 @@ from flask import Flask
 from werkzeug.serving import make_server
 
 from outbox import accounts, heartbeats, tokens
+from outbox.bounces import store as bounce_store
 from outbox.checks import Upload
 from outbox.extensions import db
 from outbox.models import Attachment, Message, WorkerBeat, utcnow
@@ -224,6 +225,7 @@ def test_every_route_refuses_a_request_without_a_session_or_token(app, signed_in
     message = make_message(subject="Private", html="<p>Private</p>", attachments=[upload])
     attachment = db.session.scalars(sa.select(Attachment.id)).one()
     values = {"message_pk": message.id, "attachment_id": attachment, "address": "a@example.com"}
+    values["bounce_pk"] = bounce_store.take_in(b"Subject: Private\r\n\r\nPrivate\r\n", "smtp")
     values |= {"endpoint_id": 1, "delivery_id": 1}  # webhooks (issue 15): refused before a lookup
     urls = app.url_map.bind("localhost")
     anonymous = app.test_client()

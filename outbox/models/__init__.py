@@ -12,6 +12,7 @@ from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationshi
 from ..addresses import Kind, Mailbox, by_kind
 from ..extensions import Base
 from ..status import Status
+from .bounces import BounceMail
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .suppression import Suppression
@@ -166,6 +167,7 @@ __all__ = [
     "AttemptHour",
     "AuditEvent",
     "Blob",
+    "BounceMail",
     "CHUNK_BYTES",
     "Id",
     "Key",

@@ -19,6 +19,7 @@ from flask_login import current_user, login_required
 from sqlalchemy import select
 
 from .. import audit, pause, queue, reports
+from ..bounces import inbox
 from ..deliveries import partly_delivered
 from ..extensions import db
 from ..models import Attachment, AttachmentChunk, Attempt, Message, utcnow
@@ -114,6 +115,7 @@ def show(message_pk: int) -> ResponseReturnValue:
         back=back_to(request.args.get("back")),
         remote_images=loads_remote(message.html_body),
         events=audit.of_message(message.id),
+        bounces=inbox.of_message(message.id),  # bounces (issue 15)
         **state,
     ))  # fmt: skip
     response.headers["Vary"] = "HX-Request"

@@ -1,0 +1,230 @@
+"""Taking a bounce mail in: kept raw first, then read, matched to its message, and applied.
+
+A hard bounce marks the recipient's entry "bounced" with the DSN status and the remote
+server's words (the message's status stays: it was sent, and a recipient that bounced
+later is not a status move), suppresses the address, and emits recipient.bounced. A
+soft bounce is recorded and shown, nothing more. What cannot be read or matched stays
+in the bounce inbox.
+"""
+
+import hashlib
+import importlib
+import logging
+from collections.abc import Iterable
+from datetime import datetime
+from email.utils import getaddresses
+from typing import Any, cast
+
+from flask import current_app
+from sqlalchemy import CursorResult, delete, select
+from sqlalchemy.exc import IntegrityError
+
+from .. import audit, events
+from ..deliveries import State, state
+from ..extensions import db
+from ..models import BounceMail, Message, utcnow
+from ..queue.moves import MESSAGES, changed, guarded
+from ..status import Status
+from . import parse, verp
+
+log = logging.getLogger("outbox.bounces")
+PURGE_BATCH = 500
+# Every recipient of a message sees its Message-ID, and could write a "bounce" naming
+# another recipient. With VERP on, a real bounce comes to the recipient's own return path.
+FORGEABLE = ("matched by its Message-ID alone: with VERP on, only a bounce to the "
+             "recipient's own return path marks it")  # fmt: skip
+
+
+def verp_on() -> bool:
+    return bool(current_app.config.get("BOUNCE_ADDRESS"))
+
+
+def save(raw: bytes, via: str, envelope_from: str | None = None,
+         envelope_to: Iterable[str] = ()) -> tuple[int, bool]:  # fmt: skip
+    """Store the raw mail and commit; its id, and False if the same mail was stored before."""
+    digest = hashlib.sha256(raw).hexdigest()
+    found = db.session.scalar(select(BounceMail.id).where(BounceMail.digest == digest))
+    if found is not None:
+        return found, False
+    row = BounceMail(received_at=utcnow(), via=via, digest=digest, size=len(raw), raw=raw,
+                     envelope_from=(envelope_from or "")[:998] or None,
+                     envelope_to="\n".join(envelope_to) or None, kind="new", subject="",
+                     from_header="")  # fmt: skip
+    db.session.add(row)
+    try:
+        db.session.commit()
+    except IntegrityError:  # stored meanwhile by another process
+        db.session.rollback()
+        return db.session.scalars(
+            select(BounceMail.id).where(BounceMail.digest == digest)
+        ).one(), False
+    return row.id, True
+
+
+def take_in(raw: bytes, via: str, envelope_from: str | None = None,
+            envelope_to: Iterable[str] = ()) -> int:  # fmt: skip
+    """Store a mail, then read and apply it; its id. Only the storing may raise."""
+    pk, new = save(raw, via, envelope_from, list(envelope_to))
+    if new:
+        process_safely(pk)
+    return pk
+
+
+def process_safely(pk: int) -> None:
+    """process(), but a failure leaves the mail in the inbox as unparsed, with the reason."""
+    try:
+        process(pk)
+    except Exception as exc:
+        db.session.rollback()
+        log.exception("bounce mail %d could not be processed", pk)
+        row = db.session.get(BounceMail, pk)
+        if row is not None:
+            row.kind, row.processed_at = parse.UNPARSED, utcnow()
+            row.note = f"could not be processed: {type(exc).__name__}: {exc}"[:2000]
+            db.session.commit()
+
+
+def process_waiting(limit: int = 100) -> int:
+    """Process mails stored but never read (the process stopped in between); how many."""
+    waiting = db.session.scalars(
+        select(BounceMail.id).where(BounceMail.kind == "new").order_by(BounceMail.id).limit(limit)
+    ).all()
+    for pk in waiting:
+        process_safely(pk)
+    return len(waiting)
+
+
+def process(pk: int) -> BounceMail:
+    """Read one stored mail, match it to its message, apply it; commit."""
+    row = db.session.get(BounceMail, pk)
+    if row is None:
+        raise LookupError(f"no bounce mail {pk}")
+    found = parse.read(row.raw)
+    row.kind, row.subject, row.from_header = found.kind, found.subject, found.from_header
+    row.results = [
+        {"address": f.address, "action": f.action, "status": f.status,
+         "diagnostic": f.diagnostic, "hard": f.hard}
+        for f in found.failures
+    ]  # fmt: skip
+    first = next(
+        (f for f in found.failures if f.hard), found.failures[0] if found.failures else None
+    )
+    if first is not None:
+        row.recipient, row.status = first.address[:998], first.status
+        row.diagnostic = first.diagnostic
+    row.processed_at = utcnow()
+    marked: list[str] = []
+    if found.kind in (parse.HARD, parse.SOFT, parse.OTHER):
+        message, index, row.matched_by = _match(found, (row.envelope_to or "").splitlines())
+        if message is None:
+            row.note = "no message of outbox matches its return path or Message-ID"
+        else:
+            row.message_pk = message.id
+            if found.kind == parse.HARD and row.matched_by == "message-id" and verp_on():
+                row.note = FORGEABLE
+            elif found.kind == parse.HARD:
+                marked = _apply(row, message, index, found.failures)
+    db.session.commit()
+    if marked:
+        audit.record("bounce", row.message_pk, f"bounced: {', '.join(marked)} (bounce mail #{pk})")
+    return row
+
+
+def _match(
+    found: parse.Read, envelope_to: list[str]
+) -> tuple[Message | None, int | None, str | None]:
+    """The message a bounce returns and its recipient's index: by VERP, then by Message-ID."""
+    config = current_app.config
+    bounce_address = config.get("BOUNCE_ADDRESS")
+    if bounce_address:
+        for _, address in getaddresses([*envelope_to, *found.to_headers]):
+            target = verp.target(address, bounce_address, current_app.secret_key or "")
+            if target is None:
+                continue
+            message = db.session.get(Message, target.message_pk)
+            if message is not None and target.index < len(message.recipients):
+                return message, target.index, "verp"
+    if found.message_id:
+        bare = found.message_id.strip().strip("<>")
+        wanted = [f"<{bare}>", bare]
+        message = db.session.scalars(select(Message).where(Message.message_id.in_(wanted))).first()
+        if message is not None:
+            return message, None, "message-id"
+    return None, None, None
+
+
+def _same(one: str, other: str) -> bool:
+    """Whether two addresses are one mailbox: the local part exact, the domain in any case."""
+    local, _, domain = one.rpartition("@")
+    local2, _, domain2 = other.rpartition("@")
+    try:
+        return local == local2 and verp.a_label(domain).lower() == verp.a_label(domain2).lower()
+    except ValueError:
+        return False
+
+
+def _apply(row: BounceMail, message: Message, index: int | None,
+           failures: list[parse.Failure]) -> list[str]:  # fmt: skip
+    """Mark the bounced recipients of message; the addresses marked."""
+    entries: list[dict[str, Any]] = [dict(e) for e in message.recipients]
+    hard = [f for f in failures if f.hard]
+    chosen: dict[int, parse.Failure] = {}
+    if index is not None:  # VERP named the recipient; the report says how it failed
+        chosen[index] = next(
+            (f for f in hard if _same(f.address, entries[index]["address"])), hard[0]
+        )
+    else:
+        for failure in hard:
+            for i, entry in enumerate(entries):
+                if _same(failure.address, str(entry["address"])):
+                    chosen.setdefault(i, failure)
+    now, marked = utcnow(), []
+    for i, failure in chosen.items():
+        if state(entries[i], message.status) is not State.SENT:
+            continue  # refused at SMTP, suppressed, not sent yet, or bounced already
+        entries[i].update(state=State.BOUNCED.value, dsn=failure.status, reply=failure.said)
+        entries[i].pop("code", None)
+        entries[i].setdefault("attempts", message.attempts)  # an own state names its attempts
+        if failure.smtp_code:
+            entries[i]["code"] = failure.smtp_code
+        marked.append(str(entries[i]["address"]))
+    if not marked:
+        row.note = "no recipient of the message was left to mark as bounced"
+        return []
+    # Only while nobody else writes the column: not while a worker holds it (sending).
+    stmt = guarded((Status.SENT, Status.DEFERRED), None, MESSAGES.c.id == message.id,
+                   recipients=entries)  # fmt: skip
+    if changed(stmt) != 1:
+        row.note = "the message was being sent again; the recipient was not marked"
+        return []
+    for i in chosen:
+        if str(entries[i]["address"]) in marked:
+            _bounced(row, message, str(entries[i]["address"]), chosen[i], now)
+    return marked
+
+
+def _bounced(row: BounceMail, message: Message, address: str, failure: parse.Failure,
+             now: datetime) -> None:  # fmt: skip
+    """What follows a hard bounce besides the mark: the event and the suppression."""
+    events.emit(events.BOUNCED, message_pk=message.id, message_id=message.message_id,
+                recipient=address, code=failure.status, text=failure.diagnostic,
+                at=now)  # fmt: skip
+    reason = " ".join(filter(None, [failure.status, failure.diagnostic])) or "hard bounce"
+    try:  # the suppression work (issue 15), merged before this
+        suppression = importlib.import_module("outbox.suppression")
+    except ModuleNotFoundError:  # the bounces branch alone, before that merge
+        return
+    suppression.add(address, reason[:500], "bounce", message_pk=message.id, bounce_pk=row.id)
+
+
+def purge_old(cutoff: datetime) -> int:
+    """Remove bounce mails received before cutoff, in batches; how many (retention)."""
+    removed = 0
+    while True:
+        ids = db.session.scalars(select(BounceMail.id).where(BounceMail.received_at < cutoff)
+                                 .limit(PURGE_BATCH)).all()  # fmt: skip
+        if not ids:
+            return removed
+        result = db.session.execute(delete(BounceMail).where(BounceMail.id.in_(ids)))
+        removed += cast(CursorResult[Any], result).rowcount
+        db.session.commit()
