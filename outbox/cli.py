@@ -15,6 +15,7 @@ from . import (
     rollups,
     runner,
     smtp,
+    suppression_cli,
     tokens,
     webhooks,
     worker,
@@ -221,6 +222,7 @@ def register(app: Flask) -> None:
         unlock_command,
         checkup.command,  # metrics (issue 14): `outbox check`
         retention.purge_command,
+        *suppression_cli.COMMANDS,  # suppression (issue 15)
         inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
         webhooks.commands.webhook_group,  # webhooks (issue 15)
     ):

@@ -44,6 +44,10 @@ DEFAULTS: dict[str, Any] = {
     # How long a process takes a token it found live without asking the database again:
     # a revoked token keeps working that long in the processes that saw it lately.
     "TOKEN_CACHE_SECONDS": 5.0,  # seconds; 0 asks the database on every request
+    # --- suppression (issue 15) ---
+    # A recipient on the suppression list: "mark" stores it as suppressed, never sent to
+    # (the message fails if no one is left); "reject" answers the API with 422, storing nothing.
+    "SUPPRESSED": "mark",  # mark or reject
     # --- metrics (issue 14) ---
     # /readyz answers 503 unless a worker beat within two POLL_INTERVALs.
     "READY_NEEDS_WORKER": False,  # bool
@@ -160,6 +164,8 @@ def check(config: Mapping[str, Any]) -> None:
                                        for d in allowed):  # fmt: skip
         raise ValueError("ALLOWED_SPECIAL_DOMAINS is a set of domain names in lower case, "
                          "without dots around them, such as {'local'}")  # fmt: skip
+    if config["SUPPRESSED"] not in ("mark", "reject"):  # suppression (issue 15)
+        raise ValueError("SUPPRESSED (OUTBOX_SUPPRESSED) must be mark or reject")
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
     bounce_settings.check(config)  # bounces (issue 15)

@@ -111,14 +111,17 @@ def settle(
 def _compact(entries: list[Entry], outcome: Outcome, attempts: int) -> list[Entry]:
     """The entries as stored: no state where the message's own status says it.
 
-    A failed message keeps no states at all, so that queuing it again sends to all.
+    A failed message keeps no states but "suppressed", so that queuing it again sends to
+    all but those on the suppression list (suppression_screen.restate looks again).
     """
     implied = {Outcome.SENT: State.SENT.value}.get(outcome)
     compact = []
     for entry in entries:
         entry = dict(entry)
         own = entry.get("state")
-        if outcome is Outcome.FAILED or (own == implied and entry.get("attempts") == attempts):
+        if (outcome is Outcome.FAILED and own != State.SUPPRESSED.value) or (
+            own == implied and entry.get("attempts") == attempts
+        ):
             entry.pop("state", None)
         if "state" not in entry:
             entry.pop("attempts", None)  # it has been in every attempt

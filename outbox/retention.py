@@ -19,7 +19,7 @@ import click
 from flask import current_app
 from sqlalchemy import Table, delete, func, select, update
 
-from . import audit, rollups, webhooks
+from . import audit, rollups, suppression, webhooks
 from .bounces import store as bounce_store
 from .extensions import db
 from .models import Attachment, AttachmentChunk, Attempt, Message, RetentionRun, utcnow
@@ -105,6 +105,7 @@ def purge(
     done = Purged()
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
+        suppression.purge_old(gone)  # suppression (issue 15): entries expired before the cutoff
         bounce_store.purge_old(gone)  # bounces (issue 15): bounce mails as old as those
         webhooks.purge_old(gone)  # webhooks (issue 15): deliveries as old as the messages gone
     if bodies is not None:

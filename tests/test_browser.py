@@ -324,7 +324,9 @@ def test_composed_message_with_attachment_goes_from_queued_to_sent_live(staff_pa
 
 def test_550_fails_live_and_the_dashboard_resend_sends_it_live(staff_page, site):
     page, recorder = staff_page, site.smtp.recorder
-    recorder.rcpt_replies["bounce@example.com"] = "550 5.1.1 <bounce@example.com>: no such user"
+    recorder.rcpt_replies["bounce@example.com"] = (
+        "550 5.7.1 <bounce@example.com>: refused by policy"
+    )
     try:
         pk = compose(page, "bounce@example.com", "Bounce me", "Nobody will read this.")
         with same_document(page):
@@ -334,13 +336,13 @@ def test_550_fails_live_and_the_dashboard_resend_sends_it_live(staff_page, site)
         cells = failed.locator("td")
         expect(cells.nth(3)).to_have_text("failed")  # outcome
         expect(cells.nth(4)).to_have_text("550")  # SMTP code
-        expect(cells.nth(5)).to_contain_text("no such user")
+        expect(cells.nth(5)).to_contain_text("refused by policy")
         recorder.rcpt_replies.clear()
 
         page.get_by_role("link", name="Dashboard", exact=True).click()
         row = page.locator(f"#failure-{pk}")
         expect(row).to_contain_text("bounce@example.com")
-        expect(row).to_contain_text("550 5.1.1 <bounce@example.com>: no such user")
+        expect(row).to_contain_text("550 5.7.1 <bounce@example.com>: refused by policy")
         expect(page.locator(".tile-failed .tile-count")).to_have_text("1")
         expect(page.get_by_role("alert")).to_have_count(0)  # no "no worker seen" banner
         page.screenshot(path=SCREENSHOTS / "dashboard.png", full_page=True)
@@ -424,7 +426,7 @@ def test_compose_shows_a_malformed_address_next_to_its_field(staff_page, console
 def test_a_partly_delivered_message_shows_each_recipient_at_phone_and_desktop_width(
     staff_page, site
 ):
-    site.smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    site.smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.7.1 refused by policy"
     try:
         pk = compose(staff_page, "here@example.com, gone@example.com", "Partly", "Hi")
         # Sent to one, refused for the other: read as a partial delivery, not a green "sent".
@@ -440,7 +442,7 @@ def test_a_partly_delivered_message_shows_each_recipient_at_phone_and_desktop_wi
             expect(rows).to_have_count(2)
             expect(rows.nth(0)).to_contain_text("sent")
             expect(rows.nth(1)).to_contain_text("failed")
-            expect(rows.nth(1)).to_contain_text("550 5.1.1 no such user")
+            expect(rows.nth(1)).to_contain_text("550 5.7.1 refused by policy")
             staff_page.screenshot(
                 path=SCREENSHOTS / f"partly-delivered-{width}.png", full_page=True
             )

@@ -146,7 +146,7 @@ def test_the_dashboard_shows_what_the_worker_does_while_it_is_open(
 ):
     monkeypatch.setattr(dashboard, "REFRESH_SECONDS", 1)
     bounce = f"gone-{width}@example.com"
-    site.smtp.recorder.rcpt_replies[bounce] = "550 5.1.1 no such user"
+    site.smtp.recorder.rcpt_replies[bounce] = "550 5.7.1 refused by policy"
     try:
         with staff_tab(browser, site, console, width) as page, same_document(page):
             sent, failed = count(page, "sent"), count(page, "failed")
@@ -155,7 +155,7 @@ def test_the_dashboard_shows_what_the_worker_does_while_it_is_open(
             expect(tile(page, "sent")).to_have_text(str(sent + 1), timeout=LIVE)
             expect(tile(page, "failed")).to_have_text(str(failed + 1), timeout=LIVE)
             row = page.locator(f"#failure-{pk}")
-            expect(row).to_contain_text("550 5.1.1 no such user", timeout=LIVE)
+            expect(row).to_contain_text("550 5.7.1 refused by policy", timeout=LIVE)
             when = row.locator("time")
             expect(when).to_have_text(re.compile(r"^(just now|\d+ s ago)$"))
             expect(when).to_have_attribute(
@@ -201,7 +201,7 @@ def test_polling_stops_while_the_tab_is_hidden_and_catches_up_when_shown(
 @pytest.mark.parametrize("width", WIDTHS)
 def test_a_resend_updates_the_tiles_at_once(browser, site, console, monkeypatch, width):
     bounce = f"resend-{width}@example.com"
-    site.smtp.recorder.rcpt_replies[bounce] = "550 5.1.1 no such user"
+    site.smtp.recorder.rcpt_replies[bounce] = "550 5.7.1 refused by policy"
     try:
         pk = enqueue(site, bounce, f"Resend me {width}")
         with staff_tab(browser, site, console, width) as page:
@@ -230,7 +230,7 @@ def test_a_refresh_that_read_before_a_resend_cannot_undo_its_tiles(
     browser, site, console, monkeypatch
 ):
     bounce = "race@example.com"
-    site.smtp.recorder.rcpt_replies[bounce] = "550 5.1.1 no such user"
+    site.smtp.recorder.rcpt_replies[bounce] = "550 5.7.1 refused by policy"
     try:
         pk = enqueue(site, bounce, "Race me")
         with staff_tab(browser, site, console, 1280) as page:

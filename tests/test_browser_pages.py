@@ -56,7 +56,7 @@ def settled(site: Site, *ids: int) -> dict[int, str]:
 def shown(site: Site) -> dict[str, int]:
     """Messages of every kind the pages must fit: sent, partly sent, failed, with HTML."""
     site.smtp.recorder.rcpt_replies["gone@example.com"] = (
-        "550 5.1.1 <gone@example.com>: no such user"
+        "550 5.7.1 <gone@example.com>: refused by policy"
     )
     try:
         ids = {
@@ -141,8 +141,8 @@ def test_the_message_page_names_its_id_and_reads_a_partial_delivery_as_a_refusal
         expect(facts.locator(".status")).to_have_text(["partly delivered"])
         expect(facts.locator(".status-sent")).to_have_count(0)  # no green "sent" over the refusal
         expect(facts.locator("dt", has_text="Last error")).to_have_count(0)
-        expect(facts.locator("dd.warn-text")).to_contain_text("gone@example.com: 550 5.1.1")
-        expect(page.locator("table.attempts tbody tr td").last).to_contain_text("550 5.1.1")
+        expect(facts.locator("dd.warn-text")).to_contain_text("gone@example.com: 550 5.7.1")
+        expect(page.locator("table.attempts tbody tr td").last).to_contain_text("550 5.7.1")
         page.goto(f"/messages/{shown['sent']}")
         reply = page.locator("table.attempts td.reply")
         expect(reply).to_have_text("OK queued")  # the server's words at the final dot
@@ -240,7 +240,7 @@ def test_without_javascript_send_again_goes_through_a_confirmation_page(
 def test_bulk_resend_does_what_each_row_allows_asks_first_and_says_how_many(
     browser, site, console, shown
 ):
-    site.smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    site.smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.7.1 refused by policy"
     try:
         more = store(site, "gone@example.com", "Bounced too")
         assert settled(site, more) == {more: "failed"}

@@ -224,7 +224,7 @@ def test_every_route_refuses_a_request_without_a_session_or_token(app, signed_in
     upload = Upload("private.txt", "text/plain", b"Private")
     message = make_message(subject="Private", html="<p>Private</p>", attachments=[upload])
     attachment = db.session.scalars(sa.select(Attachment.id)).one()
-    values = {"message_pk": message.id, "attachment_id": attachment}
+    values = {"message_pk": message.id, "attachment_id": attachment, "address": "a@example.com"}
     values["bounce_pk"] = bounce_store.take_in(b"Subject: Private\r\n\r\nPrivate\r\n", "smtp")
     values |= {"endpoint_id": 1, "delivery_id": 1}  # webhooks (issue 15): refused before a lookup
     urls = app.url_map.bind("localhost")

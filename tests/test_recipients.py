@@ -123,7 +123,7 @@ def test_recipients_still_refused_after_the_last_attempt_are_given_up(smtp_app, 
 
 
 def test_a_failed_message_sent_again_goes_to_every_recipient(smtp_app, smtp, make_message):
-    smtp.recorder.rcpt_replies.update({A: "550 5.1.1 no", B: "550 5.1.1 no"})
+    smtp.recorder.rcpt_replies.update({A: "550 5.7.1 no", B: "550 5.7.1 no"})
     message = make_message(to=[A, B])
     Worker().drain()
     row = fresh(message.id)

@@ -1,6 +1,6 @@
 """The HTTP API other web apps use: queue messages, list and read them, resend or cancel one."""
 
-from . import enqueueing, listing, messages, webhooks  # noqa: F401 (each adds its routes to bp)
+from . import enqueueing, listing, messages, suppressions, webhooks  # noqa: F401 (routes)
 from .blueprint import bp
 
 __all__ = ["bp"]

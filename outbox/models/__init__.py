@@ -15,6 +15,7 @@ from ..status import Status
 from .bounces import BounceMail
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .staff import ApiToken, AuditEvent, SignInFailure, User
+from .suppression import Suppression
 from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
@@ -177,6 +178,7 @@ __all__ = [
     "RetentionRun",
     "SignInFailure",
     "StatusCount",
+    "Suppression",
     "Timestamp",
     "User",
     "WebhookDelivery",

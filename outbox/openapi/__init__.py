@@ -6,7 +6,10 @@ from typing import Any
 
 from ..schema import NewMessage
 from ..wire import Message, MessageDetail, Moved
-from . import webhooks
+from . import (
+    suppressions,  # suppression (issue 15)
+    webhooks,
+)
 from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, closed, header_schemas, model_schema, ref
 from .queuing import create, create_batch
 from .reading import listing, move, show
@@ -41,6 +44,7 @@ def _schemas() -> dict[str, Schema]:
         "MoveRefused": closed({**error, "status": shown["status"]}),
         "Batch": closed({"messages": {"type": "array", "items": queued}}),
         "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
+        **suppressions.schemas(),
         **webhooks.schemas(),  # webhooks (issue 15)
     }
 
@@ -88,6 +92,8 @@ def document() -> dict[str, Any]:
             },
             "/api/messages/{id}/cancel": {"post": move("Cancel a queued or deferred message")},
             "/api/openapi.json": {"get": DOCUMENT_ITSELF},
+            "/api/suppressions": {"get": suppressions.listing(), "post": suppressions.create()},
+            "/api/suppressions/{address}": {"delete": suppressions.remove()},
             "/api/webhooks": webhooks.collection(),  # webhooks (issue 15)
             "/api/webhooks/{id}": webhooks.one(),
             "/api/webhooks/{id}/enable": webhooks.switch("Enable a webhook endpoint"),

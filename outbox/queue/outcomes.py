@@ -12,6 +12,7 @@ from .. import events
 from ..extensions import db
 from ..models import REPLY_CHARS, utcnow
 from ..status import Outcome, Retry, Status
+from ..suppression_smtp import suppress_refused
 from .claims import Claim
 from .moves import ATTEMPTS, MESSAGES, changed, guarded
 
@@ -83,6 +84,7 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     ]
     if attempts:
         db.session.execute(insert(ATTEMPTS), attempts)
+    suppress_refused(finished, recorded)  # suppression (issue 15): 5.1.1 and the like
     events.recorded(recorded, ((d, e) for group in moves.values() for d, _, e in group))  # webhooks
     db.session.commit()
     return recorded

@@ -4,6 +4,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
+from .. import suppression_screen
 from ..addresses import Kind
 from ..checks import Upload
 from ..drafts import Draft
@@ -29,6 +30,9 @@ def resend(message_id: int, allowance: int, now: datetime | None = None) -> None
     """
     again = {"next_attempt_at": due_again(now or utcnow()),
              "max_attempts": MESSAGES.c.attempts + allowance}  # fmt: skip
+    if suppression_screen.restate([message_id]):  # suppression (issue 15)
+        db.session.commit()
+        raise MoveRefused(f"every recipient of message {message_id} is on the suppression list")
     if not move_one(message_id, (Status.FAILED, Status.CANCELLED), Status.QUEUED, **again):
         raise MoveRefused(f"message {message_id} is not failed or cancelled")
 
@@ -44,8 +48,10 @@ def send_now(message_id: int, now: datetime | None = None) -> None:
 
 
 def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
-    """Queue every failed message again; return how many."""
-    stmt = guarded(Status.FAILED, Status.QUEUED, next_attempt_at=due_again(now or utcnow()),
+    """Queue every failed message again but those with no one left to send to; how many."""
+    nobody = suppression_screen.restate(None)  # suppression (issue 15)
+    stmt = guarded(Status.FAILED, Status.QUEUED, MESSAGES.c.id.not_in(nobody),
+                   next_attempt_at=due_again(now or utcnow()),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
     count = changed(stmt)
     db.session.commit()
@@ -95,8 +101,9 @@ def cancel_many(message_ids: Collection[int]) -> Moved:
 def resend_many(message_ids: Collection[int], allowance: int, now: datetime | None = None) -> Moved:
     """Queue those of the chosen messages that are failed or cancelled again; commit."""
     ids = set(message_ids)
-    stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED, MESSAGES.c.id.in_(ids),
-                   next_attempt_at=now or utcnow(),
+    nobody = suppression_screen.restate(ids)  # suppression (issue 15)
+    stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED,
+                   MESSAGES.c.id.in_(ids - nobody), next_attempt_at=now or utcnow(),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
     done = changed(stmt)
     db.session.commit()

@@ -5,10 +5,12 @@ import secrets
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
+from .. import suppression_screen
 from ..addresses import Mailbox, a_label, stored
 from ..checks import Upload
 from ..drafts import Draft
@@ -36,18 +38,20 @@ def enqueue(
     used by this source, the earlier message comes back instead. resent_from: the sent
     message this one copies (staff's "Send again").
     """
+    now = now or utcnow()
     row = _message_row(
         draft,
-        now or utcnow(),
+        now,
         source=source,
         max_attempts=max_attempts,
         idempotency_key=idempotency_key,
         request_hash=draft.fingerprint() if idempotency_key else None,
         resent_from=resent_from,
     )
+    marked = suppression_screen.screen([row], now)  # suppression (issue 15)
     try:
-        if draft.attachments or AUTOCOMMIT not in db.engines:
-            message = _insert_with_attachments(row, draft.attachments)
+        if draft.attachments or marked or AUTOCOMMIT not in db.engines:
+            message = _insert_with_attachments(row, draft.attachments, bool(marked))
         else:
             message = _insert_alone(row)
     except IntegrityError:
@@ -79,14 +83,19 @@ def _as_stored(pk: int, row: dict[str, object]) -> Message:
     return message
 
 
-def _insert_with_attachments(row: dict[str, object], uploads: Sequence[Upload]) -> Message:
-    """The row and its attachments in the session's transaction, committed."""
+def _insert_with_attachments(
+    row: dict[str, Any], uploads: Sequence[Upload], marked: bool = False
+) -> Message:
+    """The row and its attachments (and, marked, its suppressed recipients' events) in the
+    session's transaction, committed."""
     result = db.session.connection().execute(INSERT_MESSAGE, row)
     key = result.inserted_primary_key
     assert key is not None  # a single-row INSERT always has one
     message = _as_stored(key[0], row)
     for upload in uploads:
         attachments.store(message.id, upload.filename, upload.content_type, upload.data)
+    if marked:
+        suppression_screen.announce([(message.id, row)], row["created_at"])
     db.session.commit()
     return message
 
@@ -231,8 +240,10 @@ def enqueue_batch(
         )
         for n, draft in enumerate(drafts)
     ]
+    marked = suppression_screen.screen(rows, now, batch=True)  # suppression (issue 15)
     try:
         ids = _insert_rows(rows, drafts)
+        suppression_screen.announce([(ids[n], rows[n]) for n in marked], now)
         for pk, draft in zip(ids, drafts, strict=True):
             for upload in draft.attachments:
                 attachments.store(pk, upload.filename, upload.content_type, upload.data)

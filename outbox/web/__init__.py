@@ -32,7 +32,7 @@ CONTENT_SECURITY_POLICY = (
     "frame-ancestors 'self'"
 )
 # The blueprints of the pages.
-PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "bounces", "webhooks")
+PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "suppressions", "bounces", "webhooks")
 # What the error pages say, by status code.
 ERRORS = {
     400: ("Bad request", "The page could not make sense of what was sent."),
@@ -171,7 +171,7 @@ def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
 
 def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
-    from . import admin, auth, bounces, bulk, dashboard, messages, webhooks
+    from . import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
     from .roles import can
 
     # Flask's defaults hold the key already (as None), so setdefault would not set it.
@@ -184,7 +184,8 @@ def init_app(app: Flask) -> None:
     login_manager.user_loader(accounts.load)
     login_manager.unauthorized_handler(unauthorized)
     csrf.init_app(app)
-    blueprints = [auth.bp, dashboard.bp, messages.bp, bulk.bp, admin.bp, bounces.bp, webhooks.bp]
+    blueprints = [auth.bp, dashboard.bp, messages.bp, bulk.bp, admin.bp, suppressions.bp,
+                  bounces.bp, webhooks.bp]  # fmt: skip
     page_errors(app, blueprints)
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
