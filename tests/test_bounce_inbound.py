@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
+from outbox import suppression
 from outbox.bounces import verp
 from outbox.extensions import db
 from outbox.models import BounceMail
@@ -151,7 +152,6 @@ def test_only_the_bounce_address_and_valid_verp_forms_are_taken(app, listener):
 
 
 def test_a_hard_bounce_suppresses_the_address(smtp_app, smtp, make_message, listener):
-    suppression = pytest.importorskip("outbox.suppression")
     pk, paths = sent(smtp_app, smtp, make_message, ["ann@example.org"])
     path = paths["ann@example.org"]
     bounce(listener, path, bouncemail.postfix(path, "ann@example.org", fresh(pk).message_id))

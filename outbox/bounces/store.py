@@ -8,7 +8,6 @@ in the bounce inbox.
 """
 
 import hashlib
-import importlib
 import logging
 from collections.abc import Iterable
 from datetime import datetime
@@ -19,7 +18,7 @@ from flask import current_app
 from sqlalchemy import CursorResult, delete, select
 from sqlalchemy.exc import IntegrityError
 
-from .. import audit, events
+from .. import audit, events, suppression
 from ..deliveries import State, state
 from ..extensions import db
 from ..models import BounceMail, Message, utcnow
@@ -210,10 +209,6 @@ def _bounced(row: BounceMail, message: Message, address: str, failure: parse.Fai
                 recipient=address, code=failure.status, text=failure.diagnostic,
                 at=now)  # fmt: skip
     reason = " ".join(filter(None, [failure.status, failure.diagnostic])) or "hard bounce"
-    try:  # the suppression work (issue 15), merged before this
-        suppression = importlib.import_module("outbox.suppression")
-    except ModuleNotFoundError:  # the bounces branch alone, before that merge
-        return
     suppression.add(address, reason[:500], "bounce", message_pk=message.id, bounce_pk=row.id)
 
 
