@@ -15,7 +15,6 @@ from . import (
     rollups,
     runner,
     smtp,
-    suppression_cli,
     tokens,
     webhooks,
     worker,
@@ -23,6 +22,7 @@ from . import (
 from .bounces import inbound
 from .models import Pause
 from .roles import ROLES, SCOPES
+from .suppression import cli as suppression_cli
 
 
 def configure_logging() -> None:

@@ -112,7 +112,7 @@ def _compact(entries: list[Entry], outcome: Outcome, attempts: int) -> list[Entr
     """The entries as stored: no state where the message's own status says it.
 
     A failed message keeps no states but "suppressed", so that queuing it again sends to
-    all but those on the suppression list (suppression_screen.restate looks again).
+    all but those on the suppression list (suppression.screen.restate looks again).
     """
     implied = {Outcome.SENT: State.SENT.value}.get(outcome)
     compact = []

@@ -4,9 +4,9 @@ from typing import Any
 
 from flask import Response, jsonify, request, url_for
 
-from .. import suppression_manage as manage
 from ..checks import UNSTORABLE_ERROR, unstorable
-from ..suppression_screen import Rejected
+from ..suppression import manage
+from ..suppression.screen import Rejected
 from .blueprint import Refused, answer_error, bp
 
 MAX_LIMIT = 500

@@ -12,7 +12,7 @@ from .. import events
 from ..extensions import db
 from ..models import REPLY_CHARS, utcnow
 from ..status import Outcome, Retry, Status
-from ..suppression_smtp import suppress_refused
+from ..suppression.smtp import suppress_refused
 from .claims import Claim
 from .moves import ATTEMPTS, MESSAGES, changed, guarded
 

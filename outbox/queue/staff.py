@@ -4,13 +4,13 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from .. import suppression_screen
 from ..addresses import Kind
 from ..checks import Upload
 from ..drafts import Draft
 from ..extensions import db
 from ..models import Message, utcnow
 from ..status import Status, sources
+from ..suppression import screen as suppression_screen
 from .attachments import read_attachments
 from .moves import MESSAGES, MoveRefused, changed, due_again, guarded, move_one
 from .store import enqueue

@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from .. import suppression_screen
 from ..addresses import Mailbox, a_label, stored
 from ..checks import Upload
 from ..drafts import Draft
 from ..extensions import AUTOCOMMIT, db
 from ..models import Message, utcnow
 from ..status import Status
+from ..suppression import screen as suppression_screen
 from . import attachments
 from .moves import MESSAGES
 

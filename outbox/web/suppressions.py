@@ -21,9 +21,9 @@ from flask_wtf.file import FileField, FileRequired
 from wtforms import IntegerField, StringField
 from wtforms.validators import NumberRange, Optional
 
-from .. import suppression_manage as manage
 from ..models import utcnow
-from ..suppression_screen import Rejected
+from ..suppression import manage
+from ..suppression.screen import Rejected
 from .confirm import confirm_page, confirmed
 from .forms import ActionForm
 from .roles import requires

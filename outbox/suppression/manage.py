@@ -14,12 +14,12 @@ from typing import Any
 from flask import current_app
 from sqlalchemy import func, select
 
-from . import audit, suppression
-from .addresses import LINE_BREAK, parse
-from .checks import UNSTORABLE_ERROR, unstorable
-from .extensions import db
-from .models import Suppression, utcnow
-from .schema import utc_moment
+from .. import audit, suppression
+from ..addresses import LINE_BREAK, parse
+from ..checks import UNSTORABLE_ERROR, unstorable
+from ..extensions import db
+from ..models import Suppression, utcnow
+from ..schema import utc_moment
 
 PAGE = 50  # entries on one page of the list
 MAX_REASON = suppression.REASON_CHARS

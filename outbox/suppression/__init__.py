@@ -17,10 +17,10 @@ from flask import current_app
 from sqlalchemy import Executable, Row, bindparam, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from .addresses import a_label
-from .audit import actor
-from .extensions import AUTOCOMMIT, db
-from .models import Suppression, Timestamp, utcnow
+from ..addresses import a_label
+from ..audit import actor
+from ..extensions import AUTOCOMMIT, db
+from ..models import Suppression, Timestamp, utcnow
 
 SOURCES = ("bounce", "smtp", "manual", "import")
 REASON_CHARS = 1000  # a reason is cut to this many characters

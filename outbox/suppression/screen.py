@@ -14,13 +14,13 @@ from typing import Any, cast
 from flask import current_app
 from sqlalchemy import Row, Table, select
 
-from . import events
-from .deliveries import State, pending
-from .extensions import db
-from .models import Message
-from .queue.moves import guarded
-from .status import Status
-from .suppression import describe, key_of, matching
+from .. import events
+from ..deliveries import State, pending
+from ..extensions import db
+from ..models import Message
+from ..queue.moves import guarded
+from ..status import Status
+from . import describe, key_of, matching
 
 MESSAGES = cast(Table, Message.__table__)
 SUPPRESSED = State.SUPPRESSED.value

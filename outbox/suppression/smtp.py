@@ -10,11 +10,11 @@ from typing import Any, cast
 
 from sqlalchemy import Table, select
 
-from . import events
-from .extensions import db
-from .models import Message
-from .status import Status
-from .suppression import add, no_such_user
+from .. import events
+from ..extensions import db
+from ..models import Message
+from ..status import Status
+from . import add, no_such_user
 
 MESSAGES = cast(Table, Message.__table__)
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import click
 
-from . import suppression_manage as manage
-from .extensions import db
+from ..extensions import db
+from . import manage
 
 
 @click.command("suppress")
