@@ -2,17 +2,20 @@
 
     .venv/bin/python bench/purge.py --old 1000000 --queued 20000
     .venv/bin/python bench/purge.py --old 200000 --queued 10000   # when time is short
+    .venv/bin/python bench/purge.py --old 1000000 --queued 40000 --pace 9 --rounds 5
 
 Fills the bench database with --old messages settled 200 days ago (each tried one with
 its attempt) and --queued due messages, then drains the queue three times with
 --processes `outbox send-queued` processes into smtp-sink: alone, while
 `retention.purge(days=90, pace=--pace)` runs in this process, and alone again. Prints the drain's
 messages/s each time, the slowdown while purging, the purge's messages/s and the load
-average. See bench/README.md.
+average. With --rounds N it drains 2N times instead, alone and beside the purge by turns
+(the purge waits while a drain is alone), and compares the medians. See bench/README.md.
 """
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import threading
@@ -87,13 +90,83 @@ def purge_in_thread(app: Flask, result: dict[str, Any], pace: float) -> threadin
     def run() -> None:
         with app.app_context():
             began = time.perf_counter()
-            result["done"] = retention.purge(days=90, pace=pace)
+            try:
+                result["done"] = retention.purge(days=90, pace=pace)
+            except Stopped:
+                db.session.rollback()
             result["seconds"] = time.perf_counter() - began
             db.session.remove()
 
     thread = threading.Thread(target=run)
     thread.start()
     return thread
+
+
+class Gate:
+    """retention's clock, with a gate: while it is shut the purge waits after its batch.
+
+    Lets one run alternate drains alone and drains beside the purge (--rounds), so that
+    both kinds meet the same machine load; the purge must rest between batches (--pace).
+    """
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.stopped = False
+        self.monotonic = time.monotonic
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+        self.open.wait()
+        if self.stopped:
+            raise Stopped
+
+
+class Stopped(Exception):
+    """The bench has its figures: the purge ends where it is."""
+
+
+def messages(app: Flask) -> int:
+    with app.app_context():
+        found = db.session.scalar(sa.select(sa.func.count()).select_from(Message))
+        db.session.remove()
+        return int(found or 0)
+
+
+def rounds(app: Flask, args: argparse.Namespace, env: dict, folder: Path) -> int:
+    """Drains alone and beside the gated purge, by turns; the medians of each."""
+    gate = Gate()
+    retention.time = gate  # type: ignore[attr-defined]  # the bench's hook, nothing else's
+    result: dict[str, Any] = {}
+    before = messages(app)
+    thread = purge_in_thread(app, result, args.pace)
+    alone, during, open_for = [], [], 0.0
+    for n in range(args.rounds):
+        alone.append(timed_drain(app, args.queued, args.processes, env, folder))
+        opened = time.perf_counter()
+        gate.open.set()
+        time.sleep(1)  # the purge is under way again
+        during.append(timed_drain(app, args.queued, args.processes, env, folder))
+        still = thread.is_alive()
+        gate.open.clear()
+        open_for += time.perf_counter() - opened
+        print(f"round {n + 1}: alone {alone[-1]:,.0f}, beside the purge {during[-1]:,.0f} "
+              f"messages/s (purge still running: {still}); load {os.getloadavg()[0]:.1f}",
+              flush=True)  # fmt: skip
+        if not still:
+            break
+    gate.stopped = True
+    gate.open.set()
+    thread.join()
+    removed = before + args.queued * len(alone + during) - messages(app)
+    middle_alone, middle_during = statistics.median(alone), statistics.median(during)
+    print(f"medians: alone {middle_alone:,.0f}, beside the purge {middle_during:,.0f} "
+          f"messages/s: the drain ran {1 - middle_during / middle_alone:.1%} slower "
+          f"(goal: under 10%)")  # fmt: skip
+    print(
+        f"purge: {removed:,} messages removed in {open_for:.0f} s beside the drains: "
+        f"{removed / open_for:,.0f} messages/s"
+    )
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,7 +178,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pace", type=float, default=0.0,
                         help="rest this many times a batch's time after it (the workers: "
                         f"{retention.WORKER_PACE:g}; outbox purge: 0)")  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=0,
+                        help="alternate this many drains alone and beside the purge, which "
+                        "waits while the drain is alone (needs --pace); 0: one of each, "
+                        "the purge to its end")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.rounds and not args.pace:
+        parser.error("--rounds needs --pace: the purge waits only where it rests")
     dataset.database(args.url, recreate=True)  # refuses a name without "bench"
     app = dataset.make_app(args.url)
     with app.app_context():
@@ -119,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         env = drain.worker_env(args.url, "127.0.0.1", sink.port, folder, {})
         env["PYTHONPATH"] = str(CHECKOUT)
         timed_drain(app, args.queued // 10, args.processes, env, folder)  # warm up, not counted
+        if args.rounds:
+            return rounds(app, args, env, folder)
         alone = timed_drain(app, args.queued, args.processes, env, folder)
         print(f"drain alone: {alone:,.0f} messages/s", flush=True)
         result: dict[str, Any] = {}
