@@ -18,6 +18,8 @@ from .bounces import verp
 from .extensions import db
 from .models import utcnow
 from .status import Lease, Outcome, Retry, Status
+from .suppression import screen
+from .tally import Tally
 
 log = logging.getLogger("outbox.worker")
 
@@ -53,37 +55,6 @@ def _through_outage(write, *args):  # type: ignore[no-untyped-def]
             log.warning("database unavailable, retrying in %.1fs: %s", delay, exc.orig)
             time.sleep(delay)
             delay = min(delay * 2, 5.0)
-
-
-@dataclass
-class Tally:
-    sent: int = 0
-    deferred: int = 0
-    failed: int = 0
-    released: int = 0  # handed back unstarted on a stop
-    reclaimed: int = 0  # taken back from workers that died
-    lost: int = 0  # outcomes not recorded because the claim had passed to another worker
-    paused: bool = False  # stopped claiming because sending is paused (outbox.pause)
-    # Why sending stopped: a fault of the server or the settings, not of the messages.
-    fault: str | None = None
-
-    def add(self, other: "Tally") -> None:
-        for name in self.__dataclass_fields__:
-            if name not in ("fault", "paused"):
-                setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.fault = other.fault or self.fault
-        self.paused = other.paused or self.paused
-
-    def __str__(self) -> str:
-        return f"sent {self.sent}, deferred {self.deferred}, failed {self.failed}"
-
-    def summary(self, seconds: float) -> str | None:
-        """The pass's one log line, or None if it did nothing (an idle worker is quiet)."""
-        if not (self.sent or self.deferred or self.failed or self.released or self.reclaimed):
-            return None
-        more = [f"took back {self.reclaimed} from dead workers"] if self.reclaimed else []
-        more += [f"handed back {self.released}"] if self.released else []
-        return ", ".join([str(self), *more]) + f" in {seconds:.1f} s"
 
 
 @dataclass
@@ -128,6 +99,7 @@ class Worker:
             claims = queue.claim_batch(self.worker_id, config["BATCH_SIZE"], with_mail=True)
             if claims:
                 idle_since = None
+                claims = self._screen(claims)
                 batch = self.send_batch(claims)
                 tally.add(batch)
                 unbeaten += batch.sent
@@ -218,6 +190,16 @@ class Worker:
         )  # fmt: skip
         return tally
 
+    def _screen(self, claims: list[queue.Claim]) -> list[queue.Claim]:
+        """The claims with recipients suppressed since they were queued marked; on an
+        error the claims go back at once, not after the lease."""
+        try:
+            return screen.at_send(claims, utcnow())
+        except Exception:
+            db.session.rollback()
+            _through_outage(queue.release, claims)
+            raise
+
     def _prepare(self, claim: queue.Claim) -> mime.Mail | queue.Finished:
         """A claimed message made ready for SMTP, or its failure if it cannot be."""
         row = claim.mail  # the claim that outlives the send does not hold the mail
@@ -227,6 +209,9 @@ class Worker:
                 attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
             mail = mime.prepare(row, attachments)
+            if not mail.pending:  # every one left was suppressed since it was queued
+                error = "every recipient still to be sent to is on the suppression list"
+                return queue.Finished(claim, Outcome.FAILED, utcnow(), None, error)
             mail.returns = verp.return_paths(row.id, row.recipients)  # bounces (issue 15)
             return mail
         except (mime.BuildError, queue.Damaged) as exc:

@@ -265,3 +265,25 @@ def test_the_setting_takes_mark_or_reject_only(tmp_path):
 
     with pytest.raises(ValueError, match="SUPPRESSED"):
         create_app(base_config(f"sqlite:///{tmp_path / 'x.sqlite3'}", SUPPRESSED="drop"))
+
+
+@pytest.mark.all_databases
+def test_an_address_listed_after_its_message_was_queued_is_not_sent_to(
+    smtp_app, smtp, make_message
+):
+    queued = make_message(to=[A, B], cc=[C]).id
+    alone = make_message(to=[B]).id  # every recipient listed before the worker comes
+    listed(B, "hard bounce")  # after enqueue: the worker's batch looks again
+    db.session.commit()
+    drained = Worker().drain()
+    assert (drained.sent, drained.failed) == (1, 1)
+    assert delivered(smtp) == {A: 1, C: 1}  # B never reached the server
+    row = fresh(queued)
+    assert row.status == Status.SENT
+    assert {a: s for a, (s, _, _) in states(row).items()} == {A: "sent", B: "suppressed", C: "sent"}
+    failed = fresh(alone)
+    assert failed.status == Status.FAILED and failed.settled_at is not None
+    assert failed.last_error == "every recipient still to be sent to is on the suppression list"
+    assert states(failed)[B][0] == "suppressed"
+    with pytest.raises(queue.MoveRefused, match="suppression list"):  # still listed
+        queue.resend(alone, 3)

@@ -1,4 +1,5 @@
-"""Keeping suppressed addresses off the wire: new messages at enqueue, failed ones at a resend.
+"""Keeping suppressed addresses off the wire: new messages at enqueue, failed ones at a
+resend, and queued ones as a worker's batch goes out.
 
 A recipient on the list gets the entry state "suppressed" with the list's reason in its
 "reply"; the workers send only to entries without a state (deliveries.pending), so it is
@@ -7,8 +8,10 @@ stored failed, settled at once. With OUTBOX_SUPPRESSED=reject nothing is stored 
 Rejected names the addresses instead.
 """
 
+import dataclasses
 from collections.abc import Collection, Sequence
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any, cast
 
 from flask import current_app
@@ -18,7 +21,7 @@ from .. import events
 from ..deliveries import State, pending
 from ..extensions import db
 from ..models import Message
-from ..queue.moves import guarded
+from ..queue.moves import changed, guarded
 from ..status import Status
 from . import describe, key_of, matching
 
@@ -149,3 +152,33 @@ def _lifted(entry: dict[str, Any], found: dict[str, Row[Any]]) -> dict[str, Any]
     if entry.get("state") != SUPPRESSED or key_of(str(entry["address"])) in found:
         return entry
     return {k: v for k, v in entry.items() if k not in ("state", "reply", "attempts")}
+
+
+def at_send(claims: list[Any], now: datetime) -> list[Any]:
+    """A worker's claims as they go out, with the pending recipients put on the list since
+    their message was queued marked suppressed: in the database, under the claim, and in
+    the claim's row (queue.Claim.mail). None is sent to; a message left with no one to
+    send to fails (worker._prepare). One query while the list holds a live entry, none
+    while it is empty; commits.
+    """
+    found = matching([str(e["address"]) for claim in claims
+                      for e in pending(claim.mail.recipients)], now, hot=True)  # fmt: skip
+    if not found:
+        return claims
+    c, told, screened = MESSAGES.c, [], []
+    for claim in claims:
+        before = list(claim.mail.recipients)
+        entries, count = _marked(before, found)
+        held = (c.id == claim.id, c.locked_by == claim.worker_id)
+        if count and changed(guarded(Status.SENDING, None, *held, recipients=entries)):
+            row = SimpleNamespace(**{**claim.mail._mapping, "recipients": entries})
+            claim = dataclasses.replace(claim, mail=row)
+            told += [events.Event(events.SUPPRESSED, claim.id, str(row.message_id),
+                                  str(new["address"]), text=new["reply"], at=now)
+                     for old, new in zip(before, entries, strict=True)
+                     if "state" not in old and new.get("state") == SUPPRESSED]  # fmt: skip
+        screened.append(claim)
+    if told:
+        events.emit_many(told, now)
+    db.session.commit()
+    return screened
