@@ -95,8 +95,9 @@ def resolve(url: str, allow_private: bool = False) -> Target:
     if not allow_private:
         for address in addresses:
             if not public(ipaddress.ip_address(address.split("%")[0])):
+                named = f"{address} is" if host.strip("[]") == address else f"{host} is {address},"
                 raise Refused(
-                    f"{host} is {address}, a private, loopback, link-local or reserved address "
+                    f"{named} a private, loopback, link-local or reserved address "
                     "(OUTBOX_WEBHOOK_ALLOW_PRIVATE=true allows those)"
                 )
     return Target(scheme, host, port, path, tuple(addresses))
