@@ -61,7 +61,7 @@ def test_a_private_address_is_refused_without_the_opt_out(app, client, manager):
     app.config["WEBHOOK_ALLOW_PRIVATE"] = False
     refused = client.post("/api/webhooks", headers=manager, json={"url": "http://10.1.1.1/x"})
     assert refused.status_code == 422
-    assert "10.1.1.1, a private, loopback" in refused.json["errors"]["url"]
+    assert "10.1.1.1 is a private, loopback" in refused.json["errors"]["url"]
 
 
 def test_a_body_that_is_not_a_json_object_is_400(client, manager):

@@ -247,5 +247,5 @@ def test_the_address_is_checked_again_at_every_attempt(hooks_app, receiver):
     db.session.commit()
     assert run_due("w").retrying == 1
     [row] = deliveries()
-    assert row.status == "pending" and "127.0.0.1, a private, loopback" in (row.error or "")
+    assert row.status == "pending" and "127.0.0.1 is a private, loopback" in (row.error or "")
     assert receiver.requests == []
