@@ -21,6 +21,7 @@ from sqlalchemy import Table, insert, select
 from .extensions import db
 from .models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from .status import Status
+from .wire import iso
 
 SENT = "message.sent"
 DEFERRED = "message.deferred"
@@ -55,16 +56,12 @@ class Event:
     def data(self) -> dict[str, Any]:
         return {"id": self.message_pk, "message_id": self.message_id,
                 "recipient": self.recipient, "code": self.code, "text": self.text,
-                "at": iso(self.at)}  # fmt: skip
-
-
-def iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat(timespec="microseconds") + "Z"
+                "at": iso(self.at, "microseconds")}  # fmt: skip
 
 
 def body(kind: str, data: Mapping[str, Any], now: datetime) -> str:
     """The JSON a receiver gets (and the signature covers): type, timestamp and data."""
-    return json.dumps({"type": kind, "timestamp": iso(now), "data": data},
+    return json.dumps({"type": kind, "timestamp": iso(now, "microseconds"), "data": data},
                       ensure_ascii=False, separators=(",", ":"))  # fmt: skip
 
 

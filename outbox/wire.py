@@ -109,9 +109,10 @@ _SHOWN = tuple(
 )
 
 
-def iso(moment: datetime | None) -> str | None:
-    """A stored (naive UTC) time as the answers write it: ISO 8601, seconds, Z."""
-    return moment.isoformat(timespec="seconds") + "Z" if moment else None
+def iso(moment: datetime | None, timespec: str = "seconds") -> str | None:
+    """A stored (naive UTC) time as the answers write it: ISO 8601, seconds, Z (the
+    webhooks' payloads keep microseconds)."""
+    return moment.isoformat(timespec=timespec) + "Z" if moment else None
 
 
 # The answer's address fields, made from the stored parts; the rest are columns as they are.

@@ -19,22 +19,29 @@ from .receiver import Receiver
 from .test_concurrency import OUTBOX, wait_until, worker_env
 
 
+def ended_mid_delivery(smtp_app, smtp, tmp_path, receiver, how: int) -> int | None:  # type: ignore[no-untyped-def]
+    """One event for the receiver; a real worker started, then ended by the signal how
+    once the receiver has its request; the worker's exit code."""
+    endpoint, receiver.secret = endpoints.add(receiver.url)
+    events.emit(events.SENT, message_pk=1, message_id="<1@example.com>")
+    db.session.commit()
+    env = worker_env(smtp_app, smtp, tmp_path, WEBHOOK_ALLOW_PRIVATE="true",
+                     WEBHOOK_INTERVAL=0.2, WEBHOOK_TIMEOUT=10)  # fmt: skip
+    with (tmp_path / "worker.log").open("wb") as log:
+        worker = processes.start([*OUTBOX, "worker"], env=env, stderr=log)
+        try:
+            wait_until(lambda: receiver.requests, timeout=30)
+        finally:
+            code = processes.end(worker, how)
+    return code
+
+
 @pytest.mark.all_databases
 def test_a_worker_killed_mid_delivery_loses_nothing(smtp_app, smtp, tmp_path, db_kind):
     smtp_app.config["WEBHOOK_ALLOW_PRIVATE"] = True
     receiver = Receiver(hang=3).start()  # the first request is in flight when the worker dies
     try:
-        endpoint, receiver.secret = endpoints.add(receiver.url)
-        events.emit(events.SENT, message_pk=1, message_id="<1@example.com>")
-        db.session.commit()
-        env = worker_env(smtp_app, smtp, tmp_path, WEBHOOK_ALLOW_PRIVATE="true",
-                         WEBHOOK_INTERVAL=0.2, WEBHOOK_TIMEOUT=10)  # fmt: skip
-        with (tmp_path / "worker.log").open("wb") as log:
-            worker = processes.start([*OUTBOX, "worker"], env=env, stderr=log)
-            try:
-                wait_until(lambda: receiver.requests, timeout=30)
-            finally:
-                processes.end(worker, signal.SIGKILL)
+        ended_mid_delivery(smtp_app, smtp, tmp_path, receiver, signal.SIGKILL)
         db.session.expire_all()
         row = db.session.scalars(select(WebhookDelivery)).one()
         assert row.status == "sending" and row.locked_by  # the dead worker's claim
@@ -58,17 +65,7 @@ def test_a_worker_stopped_mid_delivery_writes_its_outcome_before_it_exits(smtp_a
     smtp_app.config["WEBHOOK_ALLOW_PRIVATE"] = True
     receiver = Receiver(hang=1.5).start()
     try:
-        endpoint, receiver.secret = endpoints.add(receiver.url)
-        events.emit(events.SENT, message_pk=1, message_id="<1@example.com>")
-        db.session.commit()
-        env = worker_env(smtp_app, smtp, tmp_path, WEBHOOK_ALLOW_PRIVATE="true",
-                         WEBHOOK_INTERVAL=0.2, WEBHOOK_TIMEOUT=10)  # fmt: skip
-        with (tmp_path / "worker.log").open("wb") as log:
-            worker = processes.start([*OUTBOX, "worker"], env=env, stderr=log)
-            try:
-                wait_until(lambda: receiver.requests, timeout=30)
-            finally:
-                code = processes.end(worker, signal.SIGTERM)
+        code = ended_mid_delivery(smtp_app, smtp, tmp_path, receiver, signal.SIGTERM)
         assert code == 0, (tmp_path / "worker.log").read_text()
         db.session.expire_all()
         row = db.session.scalars(select(WebhookDelivery)).one()

@@ -5,10 +5,10 @@ from typing import Any
 
 from flask import Response, jsonify, request, url_for
 
-from ..events import iso
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..webhooks import endpoints, store
+from ..wire import iso
 from .blueprint import Refused, bp
 
 FIELDS = {"url", "events"}  # what POST /api/webhooks takes

@@ -20,6 +20,7 @@ from ..checks import UNSTORABLE_ERROR, unstorable
 from ..extensions import db
 from ..models import Suppression, utcnow
 from ..schema import utc_moment
+from ..wire import iso
 
 PAGE = 50  # entries on one page of the list
 MAX_REASON = suppression.REASON_CHARS
@@ -151,7 +152,6 @@ def page(search: str = "", before: int | None = None, limit: int = PAGE) -> Page
 
 def entry_json(entry: Suppression, now: datetime | None = None) -> dict[str, Any]:
     """An entry as the API and the CSV export tell it; times in UTC, ISO 8601."""
-    iso = lambda t: t.isoformat(timespec="seconds") + "Z" if t else None  # noqa: E731
     now = now or utcnow()
     return {
         "id": entry.id,
