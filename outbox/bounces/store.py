@@ -153,11 +153,9 @@ def _match(
 
 
 def _same(one: str, other: str) -> bool:
-    """Whether two addresses are one mailbox: the local part exact, the domain in any case."""
-    local, _, domain = one.rpartition("@")
-    local2, _, domain2 = other.rpartition("@")
+    """Whether two addresses are one mailbox, as the suppression list matches them."""
     try:
-        return local == local2 and verp.a_label(domain).lower() == verp.a_label(domain2).lower()
+        return suppression.key_of(one) == suppression.key_of(other)
     except ValueError:
         return False
 
