@@ -25,6 +25,12 @@ DEFAULTS: dict[str, Any] = {
     # Without TLS the password is not sent at all, unless this says it may be.
     "MAIL_ALLOW_PLAINTEXT_AUTH": False,  # bool
     "MAIL_DEFAULT_SENDER": None,  # address used as From when a message names none
+    # SMTP connections each worker process keeps busy at once (the default route's).
+    "MAIL_MAX_CONNECTIONS": 1,  # connections
+    # --- routes, throttling, DKIM, mailings (issue 16) ---
+    # A TOML or JSON file of SMTP routes, rules and per-domain limits (README "Routes");
+    # a relative path is taken in the instance folder. None: one route from MAIL_*.
+    "ROUTES": None,  # path
     "SMTP_TIMEOUT": 30.0,  # seconds one SMTP socket operation may take
     "POLL_INTERVAL": 20.0,  # seconds between worker ticks
     "BATCH_SIZE": 100,  # messages claimed at a time
@@ -92,6 +98,7 @@ _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECO
 _FLOATS |= {"BOUNCE_IMAP_INTERVAL"}
 _BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}  # webhooks (issue 15)
 _FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}  # webhooks (issue 15)
+_INTS |= {"MAIL_MAX_CONNECTIONS"}  # routes (issue 16)
 
 
 def domain_names(raw: str) -> frozenset[str]:
@@ -137,6 +144,8 @@ def check(config: Mapping[str, Any]) -> None:
             "LOCK_TIMEOUT must be at least 4 x SMTP_TIMEOUT, or a send cut off at half of it "
             "could not wait out two slow replies of the SMTP server"
         )
+    if config["MAIL_MAX_CONNECTIONS"] < 1:
+        raise ValueError("MAIL_MAX_CONNECTIONS must be at least 1")
     if config["BATCH_SIZE"] < 1 or config["MAX_ATTEMPTS"] < 1 or config["RECORD_EVERY"] < 1:
         raise ValueError("BATCH_SIZE, MAX_ATTEMPTS and RECORD_EVERY must be at least 1")
     if config["RECORD_AFTER"] <= 0:

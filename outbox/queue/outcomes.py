@@ -32,6 +32,7 @@ class Finished:
     # attempt is added to the message's allowance, so such faults never fail it.
     fault: bool = False
     reply: str | None = None  # the server's words when it took the mail
+    route: str | None = None  # the name of the route the attempt went through (issue 16)
 
 
 def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int, Status]:
