@@ -13,7 +13,7 @@ from datetime import datetime
 from flask import current_app
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from . import deliveries, heartbeats, metrics, mime, pause, queue, sender
+from . import deliveries, heartbeats, metrics, mime, pause, queue, routes, sender, throttle
 from .bounces import verp
 from .extensions import db
 from .models import utcnow
@@ -145,6 +145,8 @@ class Worker:
         every, after = config["RECORD_EVERY"], lease.record_window
         tally, started = Tally(), time.monotonic()
         renewed = started
+        route = routes.table().choose(None)[0]  # one route until the worker chooses per mail
+        claims = throttle.admit(claims, route, utcnow())  # the others wait, not an attempt
         pending = deque(claims)
         finished: list[queue.Finished] = []
         oldest = 0.0  # when the first unwritten outcome came
@@ -173,7 +175,7 @@ class Worker:
                     # round trip a mail). Not with attachments: one mail's are enough in memory.
                     ready[pending[0].id] = upcoming = self._prepare(pending[0])
                     ahead = upcoming if isinstance(upcoming, mime.Mail) else None
-                done = self._send(session, claim, mail, ahead, lease.send_deadline)
+                done = self._send(session, claim, mail, ahead, lease.send_deadline, route)
                 finished.append(done)
                 del mail  # an attachment's data is not kept past its send
                 if done.fault:
@@ -224,6 +226,7 @@ class Worker:
         mail: mime.Mail | queue.Finished,
         ahead: mime.Mail | None,
         deadline: float,
+        route: routes.Route,
     ) -> queue.Finished:
         """Send one prepared message, cut off after deadline; what came of it, not yet written.
 
@@ -232,10 +235,12 @@ class Worker:
         """
         if isinstance(mail, queue.Finished):
             return mail
-        entries, due_at = claim.mail.recipients, claim.mail.next_attempt_at
+        row = claim.mail
+        entries, due_at = row.recipients, row.next_attempt_at
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
         self.delays.append((claim.started_at - due_at).total_seconds())  # metrics (issue 14)
         result = sender.deliver(session, mail, deadline, ahead)
+        throttle.observe(row, result, route, utcnow())  # a 421 or 4.7.x slows the domain down
         # The attempt's end was the message's alone (a fault, a mail that cannot be built),
         # unless the recipients said something, or none was left to send to.
         if result.fault or (not result.recipients and deliveries.pending(entries)):
