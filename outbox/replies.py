@@ -32,8 +32,11 @@ def decoded(reply: bytes | str) -> str:
 FAULT_CODES = frozenset({530, 534, 535, 538})
 
 
-def classify(exc: BaseException) -> Result:
-    """Sort a sending error: 4xx, timeouts and lost connections defer; 5xx fails."""
+def classify(exc: BaseException, where: str | None = None) -> Result:
+    """Sort a sending error: 4xx, timeouts and lost connections defer; 5xx fails.
+
+    where: the server's host:port, as a fault names it (default: OUTBOX_MAIL_SERVER's).
+    """
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         replies = {addr: refusal(code, reply) for addr, (code, reply) in exc.recipients.items()}
         transient = any(r.outcome is Outcome.DEFERRED for r in replies.values())
@@ -47,7 +50,7 @@ def classify(exc: BaseException) -> Result:
         text = f"{code} {decoded(exc.smtp_error)}"
         outcome = Outcome.FAILED if 500 <= code < 600 else Outcome.DEFERRED
         if code in FAULT_CODES:
-            return Result(Outcome.DEFERRED, code, f"{text} at {server()}", fault=True)
+            return Result(Outcome.DEFERRED, code, f"{text} at {where or server()}", fault=True)
         return Result(outcome, code, text)
     if isinstance(exc, TimeoutError):
         return Result(Outcome.DEFERRED, None, f"SMTP server timed out: {exc}")

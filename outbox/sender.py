@@ -1,38 +1,45 @@
-"""SMTP sessions: a batch over one timed connection and its send deadline."""
+"""SMTP sessions: mails over one timed connection to one route, and their send deadline."""
 
 import contextlib
 import dataclasses
 import smtplib
 import socket
+from typing import Any
 
 from flask import current_app
 from flask_mail import Connection
 
-from . import pipelining, smtp
+from . import pipelining, routes, smtp
 from .deliveries import ACCEPTED, Reply
 from .mime import BuildError, Mail
 from .rendered import Features
-from .replies import Result, classify, decoded, refusal, server
+from .replies import Result, classify, decoded, refusal
 from .status import Outcome
 from .watchdog import Watchdog
 
 
 class TimedConnection(Connection):
-    """Flask-Mail's connection, opened with a socket timeout.
+    """Flask-Mail's connection to one route's server, opened with a socket timeout.
 
     Flask-Mail opens its socket without one, and a server that accepts the
     connection and never answers would hold the worker forever.
     """
 
+    def __init__(self, mail: Any, settings: smtp.HostSettings) -> None:
+        super().__init__(mail)
+        self.settings = settings
+
     def configure_host(self) -> smtplib.SMTP:
         """Connected, TLS checked, logged in; smtp.HostError for a fault of server or settings."""
-        return smtp.open_host(smtp.HostSettings.of(self.mail, current_app.config))
+        return smtp.open_host(self.settings)
 
 
 class SmtpSession:
-    """One SMTP connection reused across a batch, opened on first use and after a drop."""
+    """One connection to a route's server, reused mail after mail, opened when first needed."""
 
-    def __init__(self) -> None:
+    def __init__(self, route: routes.Route | None = None) -> None:
+        # None: the first route (the OUTBOX_MAIL_* settings when no OUTBOX_ROUTES is set)
+        self.route = route or next(iter(routes.table().routes.values()))
         self.connection: TimedConnection | None = None
         self.aborted = False
         self.watchdog = Watchdog(self.abort)
@@ -43,7 +50,7 @@ class SmtpSession:
     def host(self) -> smtplib.SMTP:
         """The open connection, made now if there is none."""
         if self.connection is None or self.connection.host is None:
-            connection = TimedConnection(current_app.extensions["mail"])
+            connection = TimedConnection(current_app.extensions["mail"], self.route.settings)
             host = connection.configure_host()
             connection.host = host
             self.connection = connection
@@ -168,8 +175,9 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
         session.drop()
         if isinstance(exc, smtp.HostError):  # it names the host and the problem
             return Result(Outcome.DEFERRED, exc.code, str(exc), fault=True)
-        found = classify(exc)
-        return Result(Outcome.DEFERRED, found.code, f"{found.error} at {server()}", fault=True)
+        found = classify(exc, session.route.settings.where)
+        where = session.route.settings.where
+        return Result(Outcome.DEFERRED, found.code, f"{found.error} at {where}", fault=True)
     offered = features(host)
     try:
         prepared = mail.for_server(offered)
@@ -249,7 +257,7 @@ def _after_error(session: SmtpSession, exc: Exception, following: Mail | None) -
             session.reset()  # sendmail sends no RSET when the DATA command is refused
     else:
         session.drop()
-    return classify(exc)
+    return classify(exc, session.route.settings.where)
 
 
 def _result(replies: dict[str, Reply], error: Result | None, said: str | None) -> Result:

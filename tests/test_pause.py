@@ -60,9 +60,9 @@ def test_the_cli_says_who_when_and_why_and_resume_says_when_not_paused(runner, m
 class PausingWorker(worker.Worker):
     """Pauses sending while its first batch is in hand, as a pause from elsewhere would."""
 
-    def send_batch(self, claims):  # type: ignore[no-untyped-def]
+    def send_batch(self, claims, claimed_at=None):  # type: ignore[no-untyped-def]
         pause.pause("ann@example.com", "mid-drain")
-        return super().send_batch(claims)
+        return super().send_batch(claims, claimed_at)
 
 
 def test_a_batch_in_hand_is_sent_and_recorded_and_no_more_is_claimed(smtp_app, smtp, make_message):

@@ -53,8 +53,7 @@ def default(config: Mapping[str, Any]) -> Table:
 
 
 def table() -> Table:
-    """The current app's routes, read once per app."""
+    """The current app's routes: OUTBOX_ROUTES as read when the app was made, else the
+    default route of the OUTBOX_MAIL_* settings as they are now."""
     found: Table | None = current_app.extensions.get("outbox.routes")
-    if found is None:
-        found = current_app.extensions["outbox.routes"] = default(current_app.config)
-    return found
+    return found or default(current_app.config)
