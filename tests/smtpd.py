@@ -1,5 +1,6 @@
 """A real SMTP server on loopback for the tests: records what it gets, fails on request."""
 
+import asyncio
 import socket
 import threading
 import time
@@ -49,6 +50,11 @@ class Recorder:
     delay: float = 0.0  # seconds before answering each message's data
     rcpt_delay: float = 0.0  # seconds before answering each RCPT
     on_data: Callable[[], object] | None = None  # called as each message's data arrives
+    # Seconds each reply to DATA's content waits, other connections served meanwhile: a
+    # server far away, or a slow one that serves many clients.
+    data_wait: float = 0.0
+    in_data: int = 0  # connections waiting out data_wait now
+    most_in_data: int = 0  # the most that ever did at once
     connections: int = 0  # sessions that said EHLO
     pipelining: bool = True  # offer PIPELINING (aiosmtpd takes commands in a group anyway)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -83,6 +89,13 @@ class Recorder:
             self.on_data()
         if self.delay:
             time.sleep(self.delay)  # block the loop: a slow server, one mail at a time
+        if self.data_wait:
+            with self.lock:
+                self.in_data += 1
+                self.most_in_data = max(self.most_in_data, self.in_data)
+            await asyncio.sleep(self.data_wait)
+            with self.lock:
+                self.in_data -= 1
         mail = Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content)
         with self.lock:
             reply = self.data_replies.popleft() if self.data_replies else self.data_reply

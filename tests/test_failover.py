@@ -1,0 +1,115 @@
+"""A route's transport trouble moves a message on to the next route; a recipient's refusal never does."""
+
+import pytest
+
+from outbox import routes, smtp
+from outbox.extensions import db
+from outbox.models import Message
+from outbox.status import Status
+from outbox.worker import Worker
+
+from .smtpd import SilentServer, SmtpServer, free_port
+
+
+class Chain(routes.Table):
+    """Every message through the routes in the order given (rules are tested in test_routes)."""
+
+    def choose(self, mail: object) -> tuple[routes.Route, ...]:
+        return tuple(self.routes.values())
+
+
+def route(name: str, port: int, timeout: float = 10.0) -> routes.Route:
+    settings = smtp.HostSettings(server="127.0.0.1", port=port, timeout=timeout)
+    return routes.Route(name, settings, max_connections=1)
+
+
+def use(app, *chain: routes.Route) -> None:  # type: ignore[no-untyped-def]
+    app.extensions["outbox.routes"] = Chain({r.name: r for r in chain})
+
+
+def row(message_id: int) -> Message:
+    found = db.session.get(Message, message_id, populate_existing=True)
+    assert found is not None
+    return found
+
+
+@pytest.fixture
+def backup():  # type: ignore[no-untyped-def]
+    server = SmtpServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.mark.all_databases
+def test_an_unreachable_route_fails_over_to_the_next(app, backup, make_message):
+    use(app, route("down", free_port()), route("backup", backup.port))
+    due = [make_message(subject=f"n{n}") for n in range(5)]
+    tally = Worker().drain()
+    assert (tally.sent, tally.deferred, tally.fault) == (5, 0, None)
+    assert sorted(backup.recorder.message_ids()) == sorted(m.message_id for m in due)
+    assert all(row(m.id).status == Status.SENT for m in due)
+
+
+def test_a_421_greeting_fails_over(app, backup, make_message):
+    closing = SmtpServer().start()
+    try:
+        closing.recorder.mail_replies["outbox@example.com"] = "421 4.3.2 Service shutting down"
+        use(app, route("closing", closing.port), route("backup", backup.port))
+        message = make_message()
+        assert Worker().drain().sent == 1
+        assert backup.recorder.message_ids() == [message.message_id]
+        assert closing.recorder.received == []
+    finally:
+        closing.stop()
+
+
+def test_a_silent_route_times_out_then_fails_over(app, backup, make_message):
+    with SilentServer(hang_up_after=10.0) as silent:
+        use(app, route("silent", silent.port, timeout=0.5), route("backup", backup.port))
+        message = make_message()
+        assert Worker().drain().sent == 1
+    assert backup.recorder.message_ids() == [message.message_id]
+
+
+@pytest.mark.parametrize("reply", ["550 5.1.1 No such user", "450 4.2.1 Mailbox busy"])
+def test_a_recipients_refusal_never_fails_over(app, smtp, backup, make_message, reply):
+    smtp.recorder.rcpt_replies["rcpt@example.com"] = reply
+    use(app, route("first", smtp.port), route("backup", backup.port))
+    message = make_message()
+    tally = Worker().drain()
+    assert backup.recorder.received == []
+    expected = Status.FAILED if reply.startswith("5") else Status.DEFERRED
+    assert row(message.id).status == expected
+    assert tally.fault is None
+
+
+def test_when_every_route_is_down_the_messages_wait_and_the_pass_ends(app, make_message):
+    use(app, route("down", free_port()), route("also-down", free_port()))
+    due = [make_message(subject=f"n{n}") for n in range(3)]
+    tally = Worker().drain()
+    assert tally.deferred == 3 and tally.fault is not None
+    assert "also-down" not in tally.fault and "127.0.0.1:" in tally.fault
+    for message in due:
+        found = row(message.id)
+        assert (found.status, found.locked_by) == (Status.DEFERRED, None)
+
+
+def test_the_next_batch_tries_the_first_route_again(app, make_message):
+    first, backup = SmtpServer().start(), SmtpServer().start()
+    try:
+        port = first.port
+        first.stop()  # down for the first pass
+        use(app, route("first", port), route("backup", backup.port))
+        make_message(subject="while down")
+        assert Worker().drain().sent == 1
+        assert len(backup.recorder.received) == 1
+        first = SmtpServer()
+        first.port = port
+        first.controller.port = port
+        first.start()
+        make_message(subject="back up")
+        assert Worker().drain().sent == 1
+        assert len(first.recorder.received) == 1 and len(backup.recorder.received) == 1
+    finally:
+        first.stop()
+        backup.stop()
