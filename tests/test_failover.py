@@ -1,4 +1,4 @@
-"""A route's transport trouble moves a message on to the next route; a recipient's refusal never does."""
+"""A route's transport trouble moves a message on to the next route; a refusal never does."""
 
 import pytest
 

@@ -1,7 +1,5 @@
 """A worker process keeps several SMTP connections busy at once, within each route's limit."""
 
-import threading
-
 import pytest
 
 from outbox import routes, smtp
