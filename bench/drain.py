@@ -319,6 +319,7 @@ def last_line(path: Path) -> str:
 
 def worker_env(url: str, host: str, port: int, folder: Path, extra: dict[str, str]) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # compiling every module anew costs each start ~1 s
     env.update(OUTBOX_DATABASE_URL=url, OUTBOX_INSTANCE_PATH=str(folder),
                OUTBOX_MAIL_SERVER=host, OUTBOX_MAIL_PORT=str(port),
                OUTBOX_MAIL_DEFAULT_SENDER="outbox@example.com", **extra)  # fmt: skip
@@ -397,7 +398,8 @@ PHASES = [("claim (queue.claim_batch)", "claim_batch (queue.py)"),
 
 
 def top_functions(path: Path, limit: int = 15) -> str:
-    """The busiest thread's steps and top functions by own and total time, from speedscope."""
+    """Steps and top functions by own and total time, from speedscope: the busiest thread's,
+    with the sending lanes' (worker.py) folded in."""
     profile = json.loads(path.read_text())
     frames = profile["shared"]["frames"]
     names = [f"{f['name']} ({Path(f.get('file') or '?').name})" for f in frames]
@@ -408,7 +410,9 @@ def top_functions(path: Path, limit: int = 15) -> str:
     total: Counter[str] = Counter()
     phases: Counter[str] = Counter()
     main = threads[0]
-    for stack, weight in zip(main["samples"], main["weights"], strict=True):
+    lanes = [t for t in threads if t is main or t["name"].startswith("lane-")]
+    samples = [pair for t in lanes for pair in zip(t["samples"], t["weights"], strict=True)]
+    for stack, weight in samples:
         if stack:
             own[names[stack[-1]]] += weight
         on_stack = {names[i] for i in stack}
@@ -416,7 +420,7 @@ def top_functions(path: Path, limit: int = 15) -> str:
             total[name] += weight
         phase = next((title for title, name in PHASES if name in on_stack), "everything else")
         phases[phase] += weight
-    seconds = sum(main["weights"])
+    seconds = sum(weight for _, weight in samples)
     others = ", ".join(f"{t['name']} {sum(t['weights']):.1f} s" for t in threads[1:])
     lines = [f"{main['name']}: {seconds:.1f} s sampled holding the GIL (py-spy --gil)",
              f"  other threads: {others or 'none'}", "  by step of the pass:"]  # fmt: skip

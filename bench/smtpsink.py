@@ -67,8 +67,16 @@ class Sink:
     so the Message-ID of each mail can be read back from it.
     """
 
-    def __init__(self, *, record: bool, command: str | None = None) -> None:
-        self.host, self.port = "127.0.0.1", free_port()
+    def __init__(
+        self,
+        *,
+        record: bool,
+        command: str | None = None,
+        host: str = "127.0.0.1",
+        namespace: str | None = None,
+    ) -> None:
+        """namespace: a network namespace to run in (ip netns exec), listening on host there."""
+        self.host, self.port = host, free_port()
         self.record = record and command is None
         self.folder = Path(tempfile.mkdtemp(prefix="outbox-sink-"))
         self.dump = self.folder / "dump"
@@ -83,6 +91,8 @@ class Sink:
             argv += ["-D", str(self.dump)] if self.record else []
             argv += [f"{self.host}:{self.port}", str(BACKLOG)]
             env = dict(os.environ, LD_LIBRARY_PATH=str(LIBS))
+        if namespace is not None:
+            argv = ["ip", "netns", "exec", namespace, *argv]
         with self.output.open("wb") as out:
             self.process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
         self.counts = command is None

@@ -82,7 +82,8 @@ def _derive(app: Flask) -> None:
     url = config["DATABASE_URL"] or f"sqlite:///{Path(app.instance_path) / 'outbox.sqlite3'}"
     config["DATABASE_URL"] = url
     config["SQLALCHEMY_DATABASE_URI"] = url
-    config["SQLALCHEMY_ENGINE_OPTIONS"] = drivers.engine_options(url)
+    lanes = config["MAIL_MAX_CONNECTIONS"]
+    config["SQLALCHEMY_ENGINE_OPTIONS"] = drivers.engine_options(url, lanes)
     if not url.startswith("sqlite"):
         # A message without attachments is one INSERT that commits itself: one round
         # trip to a database server instead of two (queue.enqueue).

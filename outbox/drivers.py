@@ -11,10 +11,14 @@ from sqlalchemy import event, exc, make_url
 from .extensions import db
 
 
-def engine_options(url: str) -> dict[str, Any]:
-    """Connection settings per database kind."""
+def engine_options(url: str, lanes: int = 1) -> dict[str, Any]:
+    """Connection settings per database kind; lanes: a worker's sending threads (worker.py)."""
     # Text as it is, not \u escapes: the pages search the recipients column as text.
     options: dict[str, Any] = {"pool_pre_ping": True, "json_serializer": _json}
+    if not url.startswith("sqlite"):
+        # A connection kept for each lane and a few more: past pool_size, a connection
+        # given back is closed, and lanes would connect anew all the time.
+        options["pool_size"] = max(5, lanes + 2)
     if url.startswith(("mysql", "mariadb")):
         # READ COMMITTED: SKIP LOCKED claims under REPEATABLE READ deadlock far
         # more often, and a fresh read must see rows other workers just committed.

@@ -31,7 +31,7 @@ BEAT_EVERY = 1.0
 # The most sending threads (lanes) one process runs, whatever the routes allow.
 MAX_LANES = 64
 # The smallest batch a lane claims when BATCH_SIZE is shared among many lanes.
-MIN_LANE_BATCH = 10
+MIN_LANE_BATCH = 20
 
 
 def new_worker_id() -> str:
