@@ -434,25 +434,32 @@ def top_functions(path: Path, limit: int = 15) -> str:
 # ---- the run
 
 
+def connections(args: argparse.Namespace) -> int:
+    """SMTP connections the drain uses: each process keeps MAIL_MAX_CONNECTIONS busy."""
+    wanted = dict(item.split("=", 1) for item in args.set)
+    return args.processes * int(
+        wanted.get("MAIL_MAX_CONNECTIONS", DEFAULTS["MAIL_MAX_CONNECTIONS"])
+    )
+
+
 def measure_ceilings(args: argparse.Namespace, mail: Any) -> dict[str, float]:
-    """Ceiling mails/s at --processes connections, per kind of server."""
+    """Ceiling mails/s with as many connections as the drain uses, per kind of server."""
     found: dict[str, float] = {}
+    count = connections(args)
     if args.ceiling_seconds <= 0:
         return found
     if args.smtp:
         host, port = args.smtp.rsplit(":", 1)
-        found["given server"] = ceiling(
-            (host, int(port)), args.processes, args.ceiling_seconds, mail
-        )
+        found["given server"] = ceiling((host, int(port)), count, args.ceiling_seconds, mail)
         return found
     kinds = (
         [("sink-cmd", False)] if args.sink_cmd else [("smtp-sink", False), ("smtp-sink -D", True)]
     )
     for name, record in kinds:
         with smtpsink.Sink(record=record, command=args.sink_cmd) as sink:
-            rate = ceiling((sink.host, sink.port), args.processes, args.ceiling_seconds, mail)
+            rate = ceiling((sink.host, sink.port), count, args.ceiling_seconds, mail)
         found[name] = rate
-        print(f"ceiling, {name}, {args.processes} connections: {rate:,.0f} mails/s", flush=True)
+        print(f"ceiling, {name}, {count} connections: {rate:,.0f} mails/s", flush=True)
     return found
 
 
