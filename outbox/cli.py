@@ -20,6 +20,7 @@ from . import (
     worker,
 )
 from .bounces import inbound
+from .dkim import cli as dkim_cli
 from .models import Pause
 from .roles import ROLES, SCOPES
 from .suppression import cli as suppression_cli
@@ -225,5 +226,6 @@ def register(app: Flask) -> None:
         *suppression_cli.COMMANDS,  # suppression (issue 15)
         inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
         webhooks.commands.webhook_group,  # webhooks (issue 15)
+        dkim_cli.dkim_group,  # dkim (issue 16): `outbox dkim add|list|remove`
     ):
         app.cli.add_command(command)

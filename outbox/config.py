@@ -31,6 +31,8 @@ DEFAULTS: dict[str, Any] = {
     # A TOML or JSON file of SMTP routes, rules and per-domain limits (README "Routes");
     # a relative path is taken in the instance folder. None: one route from MAIL_*.
     "ROUTES": None,  # path
+    # dkim (issue 16): how often each process rereads the signing keys (`outbox dkim`).
+    "DKIM_REFRESH": 60.0,  # seconds
     "SMTP_TIMEOUT": 30.0,  # seconds one SMTP socket operation may take
     "POLL_INTERVAL": 20.0,  # seconds between worker ticks
     "BATCH_SIZE": 100,  # messages claimed at a time
@@ -99,6 +101,7 @@ _FLOATS |= {"BOUNCE_IMAP_INTERVAL"}
 _BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}  # webhooks (issue 15)
 _FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}  # webhooks (issue 15)
 _INTS |= {"MAIL_MAX_CONNECTIONS"}  # routes (issue 16)
+_FLOATS |= {"DKIM_REFRESH"}  # dkim (issue 16)
 
 
 def domain_names(raw: str) -> frozenset[str]:

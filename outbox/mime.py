@@ -23,6 +23,7 @@ from email.utils import formatdate
 from . import encoding
 from .addresses import LINE_BREAK, Kind, Mailbox, a_label, by_kind
 from .deliveries import pending
+from .dkim import keyring, signing
 from .encoding import ATEXT, fold, parameters
 from .models import Message as Row
 from .parts import attachment_head, boundary, content
@@ -136,6 +137,8 @@ class Mail:
     made: dict[Features, Prepared] = field(default_factory=dict)
     # bounces (issue 15): each pending address's VERP return path; None: VERP is off.
     returns: dict[str, str] | None = None
+    # dkim (issue 16): the keys that sign it, over the bytes each server gets.
+    signers: tuple[signing.Signer, ...] = ()
 
     def for_server(self, features: Features) -> Prepared:
         """The mail as it goes to a server offering features; BuildError if it cannot go there."""
@@ -182,6 +185,8 @@ class Mail:
         utf8_used = raw or not sender.isascii() or not all(r.isascii() for r in recipients)
         eight_bit = "8bit" in ctes or (raw and features.eight_bit)
         data = Rendered(texts, [data for _, data in self.attachments], eight_bit, utf8_used)
+        if self.signers:  # dkim (issue 16): last, over what this server gets
+            data = signing.signed(data, self.signers)
         return Prepared(sender, recipients, stored, data, unsendable)
 
     def _addresses(self, utf8: bool) -> tuple[bytes, bool]:
@@ -200,7 +205,10 @@ class Mail:
 def prepare(row: Row, attachments: Attachments) -> Mail:
     """What every server gets of a row's mail; BuildError if it can never go."""
     with _building():
-        return _prepared(row, attachments)
+        mail = _prepared(row, attachments)
+    # dkim (issue 16): outside _building: a fault reading the keys is not the row's.
+    mail.signers = keyring.signers_for(row.from_addr)
+    return mail
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from ..addresses import Kind, Mailbox, by_kind
 from ..extensions import Base
 from ..status import Status
 from .bounces import BounceMail
+from .dkim import DkimKey as DkimKey  # dkim (issue 16)
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .suppression import Suppression

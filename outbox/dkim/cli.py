@@ -1,0 +1,53 @@
+"""The DKIM commands: outbox dkim add, list and remove."""
+
+import click
+
+from ..models import utcnow
+from . import keys
+
+
+@click.group("dkim")
+def dkim_group() -> None:
+    """DKIM signing keys: each signs the mail from its domain and that domain's subdomains."""
+
+
+@dkim_group.command("add")
+@click.argument("domain")
+@click.option("--selector", required=True, help="The key's name in DNS: SELECTOR._domainkey.DOMAIN")
+@click.option("--algorithm", "kind", default="rsa", show_default=True, help="rsa or ed25519.")
+@click.option("--bits", default=2048, show_default=True, help="RSA key size: 1024 to 4096.")
+def add_command(domain: str, selector: str, kind: str, bits: int) -> None:
+    """Make a key pair for DOMAIN, store it, and print the DNS TXT record to publish.
+
+    Workers sign with it within DKIM_REFRESH seconds: publish the record first thing.
+    """
+    try:
+        key = keys.add(domain, selector, kind, bits, utcnow())
+    except keys.Invalid as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"added {key.algorithm} key {key.selector} for {key.domain}; publish in DNS:")
+    click.echo(keys.zone_line(key))
+
+
+@dkim_group.command("list")
+@click.option("--records", is_flag=True, help="Print each key's DNS TXT record too.")
+def list_command(records: bool) -> None:
+    """Every key: domain, selector, algorithm and when it was made (UTC)."""
+    for key in keys.listed():
+        made = f"{key.created_at:%Y-%m-%d %H:%M}"
+        click.echo(f"{key.domain}\t{key.selector}\t{key.algorithm}\t{made}")
+        if records:
+            click.echo(f"  {keys.zone_line(key)}")
+
+
+@dkim_group.command("remove")
+@click.argument("domain")
+@click.option("--selector", required=True, help="The selector of the key to remove.")
+def remove_command(domain: str, selector: str) -> None:
+    """Delete a key: workers stop signing with it within DKIM_REFRESH seconds."""
+    try:
+        key = keys.remove(domain, selector)
+    except keys.Invalid as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"removed key {key.selector} of {key.domain}; its DNS record may go once no "
+               "mail signed with it is still on its way")  # fmt: skip
