@@ -3,6 +3,7 @@
 import re
 from collections.abc import Callable
 
+import dkim
 from cryptography.hazmat.primitives import serialization
 
 from outbox.dkim import keys
@@ -35,3 +36,18 @@ def dns(records: dict[bytes, bytes]) -> Callable[..., bytes | None]:
         return records.get(name)
 
     return lookup
+
+
+def other_body(message: bytes) -> bytes:
+    """message with the last character of its body changed (whatever its encoding)."""
+    last = message.rstrip(b"\r\n")
+    changed = b"Q" if last[-1:] != b"Q" else b"R"
+    return last[:-1] + changed + message[len(last) :]
+
+
+def verifies(message: bytes, records: dict[bytes, bytes], index: int = 0) -> bool:
+    """Whether dkimpy verifies the index-th signature of message (0: the topmost)."""
+    try:
+        return bool(dkim.DKIM(message).verify(idx=index, dnsfunc=dns(records)))
+    except dkim.DKIMException:  # a body hash mismatch is raised, not returned
+        return False

@@ -13,7 +13,7 @@ from outbox import mime
 from outbox.dkim import signing
 from outbox.rendered import Features
 
-from .dkimkeys import dns, signer
+from .dkimkeys import dns, signer, verifies
 from .test_mime import make_row
 
 PLAIN, UTF8 = Features(), Features(eight_bit=True, smtputf8=True)
@@ -127,4 +127,4 @@ def test_each_signer_adds_a_signature_first_in_the_header_and_size_counts_them()
     records = {b"r1._domainkey.example.com.": rsa_record.encode(),
                b"e1._domainkey.example.com.": ed_record.encode()}  # fmt: skip
     for index in range(2):
-        assert dkim.DKIM(message).verify(idx=index, dnsfunc=dns(records))
+        assert verifies(message, records, index)
