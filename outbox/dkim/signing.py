@@ -91,6 +91,19 @@ def _body(data: Rendered, head: int) -> Iterator[bytes]:
     yield from pieces
 
 
+def _relaxed_lines(piece: bytes) -> bytes:
+    """dkimpy's relaxed body rules for whitespace, run only where a piece has such whitespace.
+
+    Its regular expressions rewrite every single space too: 2 ms of the 2.2 ms that
+    signing a 50 KB HTML mail cost before this check (bench/dkim.py).
+    """
+    if b"\t" in piece or b" \r\n" in piece:
+        piece = strip_trailing_whitespace(piece)
+    if b"\t" in piece or b"  " in piece:
+        piece = compress_whitespace(piece)
+    return piece
+
+
 def body_hash(pieces: Iterable[bytes]) -> bytes:
     """SHA-256 of the relaxed canonical body (RFC 6376 3.4.4), hashed a piece at a time.
 
@@ -98,8 +111,8 @@ def body_hash(pieces: Iterable[bytes]) -> bytes:
     until a line with content follows them: those at the end are not hashed.
     """
     hasher, held, any_line = hashlib.sha256(), b"", False
-    for raw in pieces:
-        piece = compress_whitespace(strip_trailing_whitespace(raw))
+    for piece in pieces:
+        piece = _relaxed_lines(piece)
         end = len(piece)
         while piece.endswith(b"\r\n", 0, end):
             end -= 2
