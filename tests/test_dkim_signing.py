@@ -8,6 +8,8 @@ import dkim
 import pytest
 from cryptography.hazmat.primitives import serialization
 from dkim.canonicalization import Relaxed
+from hypothesis import given
+from hypothesis import strategies as st
 
 from outbox import mime
 from outbox.dkim import signing
@@ -46,10 +48,22 @@ def signed_mail(signers, features=PLAIN, attachments=(), **fields) -> bytes:  # 
         [b"a  b \t\r\n", b"\r\n\r\n", b"c\r\n\r\n"],
         [b"line\r\n\r\n", b"\r\n", b"\r\n"],
         [b"no break at the end"],
+        [b"single spaces only\r\n", b"x\r\n"],
         [b" lead\r\n", b"\t\tx \r\n \r\n", b"QUJD\r\nREVG\r\n", b"--b--\r\n\r\n\r\n"],
     ],
 )
 def test_the_streamed_body_hash_is_dkimpys_relaxed_hash_of_the_whole_body(pieces) -> None:  # type: ignore[no-untyped-def]
+    expected = hashlib.sha256(Relaxed.canonicalize_body(b"".join(pieces))).digest()
+    assert signing.body_hash(pieces) == expected
+
+
+LINE = st.text(alphabet=" \ta=", max_size=6).map(str.encode)
+PIECE = st.lists(LINE, min_size=1, max_size=4).map(lambda lines: b"\r\n".join(lines) + b"\r\n")
+
+
+@given(st.lists(PIECE, max_size=5), LINE)
+def test_the_streamed_body_hash_holds_for_any_whitespace_and_empty_lines(pieces, last) -> None:  # type: ignore[no-untyped-def]
+    pieces = [*pieces, last]  # pieces begin lines; the last may end without a line break
     expected = hashlib.sha256(Relaxed.canonicalize_body(b"".join(pieces))).digest()
     assert signing.body_hash(pieces) == expected
 
