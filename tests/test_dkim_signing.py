@@ -3,22 +3,28 @@
 import base64
 import hashlib
 import time
+from types import SimpleNamespace
 
 import dkim
 import pytest
 from cryptography.hazmat.primitives import serialization
 from dkim.canonicalization import Relaxed
-from hypothesis import given
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from outbox import mime
+from outbox.addresses import a_label
 from outbox.dkim import signing
 from outbox.rendered import Features
 
 from .dkimkeys import dns, signer, verifies
-from .test_mime import make_row
+from .mailcheck import check
+from .test_mime import ATTACHMENT, ROWS, make_row
 
 PLAIN, UTF8 = Features(), Features(eight_bit=True, smtputf8=True)
+# One key for each From domain test_mime's rows use, made once (as A-labels).
+KEYS = {domain: signer(domain, "s1", "ed25519") for domain in
+        ("example.com", "xn--fa-hia.example", "xn--hxarsa0b.example", "example.org")}  # fmt: skip
 
 
 def whole(data) -> bytes:  # type: ignore[no-untyped-def]
@@ -142,3 +148,20 @@ def test_each_signer_adds_a_signature_first_in_the_header_and_size_counts_them()
                b"e1._domainkey.example.com.": ed_record.encode()}  # fmt: skip
     for index in range(2):
         assert verifies(message, records, index)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fields=ROWS, attachments=st.lists(ATTACHMENT, max_size=2),
+       features=st.sampled_from([PLAIN, Features(eight_bit=True), UTF8]))  # fmt: skip
+def test_every_mail_signed_verifies_and_still_reads_back(fields, attachments, features) -> None:  # type: ignore[no-untyped-def]
+    stored = SimpleNamespace(**fields)
+    mail = mime.prepare(stored, attachments)
+    domain = a_label(stored.from_addr.rpartition("@")[2]).lower()
+    key, _, record = KEYS[domain]
+    mail.signers = (key,)
+    data = mail.for_server(features).data
+    message = b"".join(data.pieces())
+    assert data.size() == len(message)
+    records = {b"s1._domainkey." + domain.encode() + b".": record.encode()}
+    assert dkim.verify(message, dnsfunc=dns(records))
+    check(message, stored, attachments, features.smtputf8)
