@@ -231,6 +231,18 @@ def test_a_key_added_while_a_worker_runs_signs_after_the_refresh(app, runner):
     assert ring.signers("example.com", now=1120.0) == ()
 
 
+def test_keys_read_before_go_on_signing_when_a_refresh_cannot_read_them(app, runner, caplog):
+    ring = keyring.Keyring(refresh=60.0)
+    add_key(runner, "example.com", "s1")
+    (found,) = ring.signers("example.com", now=0.0)
+    db.session.execute(sa.text("ALTER TABLE dkim_keys RENAME TO dkim_keys_away"))
+    db.session.commit()
+    assert ring.signers("example.com", now=60.0) == (found,)
+    assert "could not reread the DKIM keys" in caplog.text
+    with pytest.raises(sa.exc.OperationalError):  # nothing read yet: no mail goes unsigned
+        keyring.Keyring(refresh=60.0).signers("example.com", now=0.0)
+
+
 def test_a_signed_mail_still_verifies_after_a_postfix_relay(app, runner, make_message,
                                                             postfix_relay):  # fmt: skip
     records = add_key(runner, "example.com", "s1", "--algorithm", "ed25519")
