@@ -8,14 +8,19 @@ from . import keys
 
 @click.group("dkim")
 def dkim_group() -> None:
-    """DKIM signing keys: each signs the mail from its domain and that domain's subdomains."""
+    """DKIM signing keys: each signs mail from its domain and from subdomains without keys."""
 
 
 @dkim_group.command("add")
 @click.argument("domain")
 @click.option("--selector", required=True, help="The key's name in DNS: SELECTOR._domainkey.DOMAIN")
 @click.option("--algorithm", "kind", default="rsa", show_default=True, help="rsa or ed25519.")
-@click.option("--bits", default=2048, show_default=True, help="RSA key size: 1024 to 4096.")
+@click.option(
+    "--bits",
+    default=2048,
+    show_default=True,
+    help="RSA key size: 1024 to 4096 (Ed25519's is fixed).",
+)
 def add_command(domain: str, selector: str, kind: str, bits: int) -> None:
     """Make a key pair for DOMAIN, store it, and print the DNS TXT record to publish.
 
