@@ -15,6 +15,7 @@ from sqlalchemy import exc
 from . import api, cli, drivers, health, logs, metrics, tokens, web
 from . import config as settings
 from .extensions import AUTOCOMMIT, db, mail, migrate
+from .routes import config as routes_file  # routes (issue 16)
 
 log = logging.getLogger(__name__)
 PACKAGE = Path(__file__).resolve().parent
@@ -50,6 +51,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     # Runs before Flask-SQLAlchemy's own teardown (the later registered runs first).
     app.teardown_appcontext(_close_session)
     mail.init_app(app)
+    routes_file.init_app(app)  # routes (issue 16): OUTBOX_ROUTES, read once, refused if wrong
     migrate.init_app(app, db, directory=MIGRATIONS)
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 

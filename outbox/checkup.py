@@ -1,5 +1,6 @@
 """`outbox check`: the settings, the database, its schema and the SMTP server, with fix hints."""
 
+import functools
 import smtplib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -12,7 +13,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
 from . import config as settings
-from . import health, smtp
+from . import health, routes, smtp
 from .bounces import imap
 from .extensions import db
 
@@ -39,7 +40,7 @@ def run() -> list[Result]:
     results.append(database)
     if database.ok:
         results.append(check_schema())
-    results.append(check_smtp())
+    results.extend(check_routes())  # routes (issue 16): each route of OUTBOX_ROUTES
     if current_app.config.get("BOUNCE_IMAP_URL"):  # bounces (issue 15): the bounce mailbox
         results.append(Result("bounces", *imap.probe(current_app.config)))
     return results
@@ -83,15 +84,31 @@ def check_schema() -> Result:
                   "run `outbox db upgrade` (safe on a live queue; back up first)")  # fmt: skip
 
 
-def check_smtp() -> Result:
-    """Connect, STARTTLS or TLS as set (certificate checked), AUTH if set, EHLO; no mail."""
-    # Flask-Mail's state, as the worker's connection reads it (sender.TimedConnection).
-    host_settings = smtp.HostSettings.of(current_app.extensions["mail"], current_app.config)
+def check_routes() -> list[Result]:
+    """check_smtp for the OUTBOX_MAIL_* server, or for each route of OUTBOX_ROUTES."""
+    if not current_app.config["ROUTES"]:
+        return [check_smtp()]
+    found = routes.table().routes.values()
+    return [check_smtp(route.settings, f"smtp {route.name}", route.name) for route in found]
+
+
+def check_smtp(
+    host_settings: smtp.HostSettings | None = None, name: str = "smtp", route: str | None = None
+) -> Result:
+    """Connect, STARTTLS or TLS as set (certificate checked), AUTH if set, EHLO; no mail.
+
+    Without host_settings, the OUTBOX_MAIL_* server's; route names the route of
+    OUTBOX_ROUTES the settings come from, for the hints.
+    """
+    if host_settings is None:
+        # Flask-Mail's state, as the worker's connection reads it (sender.TimedConnection).
+        host_settings = smtp.HostSettings.of(current_app.extensions["mail"], current_app.config)
     where = host_settings.where
+    hint = functools.partial(_smtp_hint, settings=host_settings, route=route)
     try:
         host = smtp.open_host(host_settings)
     except smtp.HostError as exc:
-        return Result("smtp", False, str(exc), _smtp_hint(exc, host_settings))
+        return Result(name, False, str(exc), hint(exc))
     try:
         code, _ = host.ehlo()
         said = _features(host, host_settings)
@@ -99,11 +116,11 @@ def check_smtp() -> Result:
     except (OSError, smtplib.SMTPException) as exc:
         host.close()
         failure = smtp.explain(exc, host_settings)
-        return Result("smtp", False, str(failure), _smtp_hint(failure, host_settings))
+        return Result(name, False, str(failure), hint(failure))
     if code != 250:
-        return Result("smtp", False, f"{where} answered EHLO with {code}",
+        return Result(name, False, f"{where} answered EHLO with {code}",
                       "outbox needs an ESMTP server (EHLO)")  # fmt: skip
-    return Result("smtp", True, f"{where}: {said}; nothing was sent")
+    return Result(name, True, f"{where}: {said}; nothing was sent")
 
 
 def _features(host: smtplib.SMTP, settings: smtp.HostSettings) -> str:
@@ -134,11 +151,25 @@ HINTS: list[tuple[Callable[[str], bool], str]] = [
 ]  # fmt: skip
 
 
-def _smtp_hint(exc: smtp.HostError, settings: smtp.HostSettings) -> str | None:
+# The keys of a route in OUTBOX_ROUTES that stand for the OUTBOX_MAIL_* settings in HINTS.
+ROUTE_KEYS = {"OUTBOX_MAIL_TLS_CA_FILE": "ca_file", "OUTBOX_MAIL_SERVER": "host",
+              "OUTBOX_MAIL_PORT": "port", "OUTBOX_MAIL_USE_SSL=true": 'tls = "ssl"',
+              "OUTBOX_MAIL_USE_TLS=true": 'tls = "starttls"', "OUTBOX_MAIL_USE_TLS": "starttls",
+              "OUTBOX_MAIL_USERNAME": "username", "OUTBOX_MAIL_PASSWORD": "password"}  # fmt: skip
+
+
+def _smtp_hint(
+    exc: smtp.HostError, settings: smtp.HostSettings, route: str | None = None
+) -> str | None:
     if isinstance(exc, smtp.SettingsError):
         return None  # its text says which setting to change
     found = str(exc)
-    return next((hint for matches, hint in HINTS if matches(found)), None)
+    hint = next((hint for matches, hint in HINTS if matches(found)), None)
+    if hint is None or route is None:
+        return hint
+    for setting, key in ROUTE_KEYS.items():
+        hint = hint.replace(setting, key)
+    return f'in route "{route}" of OUTBOX_ROUTES: {hint}'  # routes (issue 16)
 
 
 def _first_line(exc: SQLAlchemyError) -> str:

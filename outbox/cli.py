@@ -23,6 +23,7 @@ from .bounces import inbound
 from .dkim import cli as dkim_cli
 from .models import Pause
 from .roles import ROLES, SCOPES
+from .routes import warn_unsafe as warn_unsafe_routes  # routes (issue 16)
 from .suppression import cli as suppression_cli
 
 
@@ -57,6 +58,7 @@ def send_queued_command() -> None:
         click.echo(f"sending is paused {_paused(paused)}; nothing sent (outbox resume to go on)")
         return
     smtp.warn_unsafe(current_app.config)
+    warn_unsafe_routes(current_app._get_current_object())  # type: ignore[attr-defined]  # routes (issue 16)
     drainer = worker.Worker()
     tally = drainer.drain()
     rollups.count_if_due(drainer.worker_id)

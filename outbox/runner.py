@@ -13,7 +13,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
-from . import retention, rollups, smtp, webhooks
+from . import retention, rollups, routes, smtp, webhooks
 from .bounces import imap
 from .extensions import db
 from .worker import Worker
@@ -90,6 +90,7 @@ def run(app: Flask) -> None:
     worker.log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
     smtp.warn_unsafe(app.config)
     webhooks.warn_unsafe(app.config)  # webhooks (issue 15)
+    routes.warn_unsafe(app)  # routes (issue 16): each route of OUTBOX_ROUTES
     scheduler.start()
     signum = signal.sigwait(STOPS)
     worker.log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)

@@ -87,6 +87,7 @@ class AttemptInfo(BaseModel):
     smtp_code: int | None  # the server's reply code, if it gave one
     error: str | None  # the server's refusal, or why the attempt failed
     reply: str | None  # the server's words when it took the mail (its queue id, often)
+    route: str | None  # routes (issue 16): the route it went through (None: before routes)
 
 
 class MessageDetail(Message):
@@ -164,7 +165,8 @@ def detail_json(
     ]
     found["attempt_log"] = [
         {"started_at": iso(a.started_at), "finished_at": iso(a.finished_at),
-         "outcome": a.outcome, "smtp_code": a.smtp_code, "error": a.error, "reply": a.reply}
+         "outcome": a.outcome, "smtp_code": a.smtp_code, "error": a.error, "reply": a.reply,
+         "route": a.route}
         for a in attempts
     ]  # fmt: skip
     return found

@@ -50,7 +50,7 @@ def test_the_listing_and_the_detail_are_described():
     detail = schemas["MessageDetail"]["properties"]
     assert {"cc", "bcc", "reply_to", "attachments", "attempt_log", "recipients"} <= set(detail)
     assert set(schemas["AttemptInfo"]["properties"]) == {
-        "started_at", "finished_at", "outcome", "smtp_code", "error", "reply"}  # fmt: skip
+        "started_at", "finished_at", "outcome", "smtp_code", "error", "reply", "route"}  # fmt: skip
     assert "content" not in schemas["AttachmentInfo"]["properties"]
     nullable = schemas["Message"]["properties"]["next_attempt_at"]["anyOf"]
     assert {"type": "null"} in nullable

@@ -15,6 +15,7 @@ from ..status import Status
 from .bounces import BounceMail
 from .dkim import DkimKey as DkimKey  # dkim (issue 16)
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
+from .routes import ROUTE_CHARS, RouteHealth  # routes (issue 16)
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .suppression import Suppression
 from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
@@ -142,6 +143,7 @@ class Attempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     # The server's reply at the end of DATA when it took the mail ("2.0.0 Ok: queued as ...").
     reply: Mapped[str | None] = mapped_column(String(REPLY_CHARS))
+    route: Mapped[str | None] = mapped_column(String(ROUTE_CHARS))  # routes (issue 16): its name
 
     message: Mapped[Message] = relationship(back_populates="attempt_log")
 
@@ -177,6 +179,7 @@ __all__ = [
     "Pause",
     "REPLY_CHARS",
     "RetentionRun",
+    "RouteHealth",
     "SignInFailure",
     "StatusCount",
     "Suppression",

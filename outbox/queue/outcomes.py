@@ -78,6 +78,7 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
             "smtp_code": done.code,
             "error": error,
             "reply": done.reply[:REPLY_CHARS] if done.reply else None,
+            "route": done.route,  # routes (issue 16)
         }
         for group in moves.values()
         for done, outcome, error in group
@@ -238,7 +239,8 @@ def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
         if changed(stmt) == 1:
             attempt = {"message_pk": row.id, "started_at": row.locked_at, "finished_at": now,
                        "worker_id": row.locked_by, "outcome": Outcome.WORKER_LOST.value,
-                       "smtp_code": None, "error": error, "reply": None}  # fmt: skip
+                       "smtp_code": None, "error": error, "reply": None,
+                       "route": None}  # fmt: skip
             db.session.execute(insert(ATTEMPTS), attempt)
             events.emit(
                 events.BY_STATUS[new],

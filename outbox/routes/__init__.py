@@ -1,12 +1,20 @@
 """SMTP routes: the servers outbox sends through, the rules that choose one, their limits."""
 
+import logging
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from flask import current_app
+from flask import Flask, current_app
 
-from .. import smtp
+from .. import deliveries, smtp
+from ..suppression import key_of
+
+log = logging.getLogger("outbox.routes")
+KEY = "outbox.routes"  # where an app keeps its Table, in app.extensions
+LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+DOMAIN = re.compile(rf"(?=.{{1,253}}$){LABEL}(?:\.{LABEL})*")
 
 
 @dataclass(frozen=True)
@@ -37,11 +45,82 @@ class Table:
     routes: dict[str, Route]
     rules: tuple[Rule, ...] = ()
     domains: dict[str, float] = field(default_factory=dict)  # mails a second; "*": the rest
+    # Each rule with its domains as compared and its routes in order, made once.
+    _chains: tuple[tuple[Rule, tuple[Route, ...]], ...] = field(
+        init=False, repr=False, compare=False, default=()
+    )
+
+    def __post_init__(self) -> None:
+        chains = []
+        for rule in self.rules:
+            names = (rule.route, *rule.fallback)
+            unknown = [name for name in names if name not in self.routes]
+            if unknown:
+                raise ValueError(f"a rule names {unknown[0]!r}, which is not a route")
+            compared = replace(rule, sender_domain=_compared(rule.sender_domain),
+                               recipient_domain=_compared(rule.recipient_domain))  # fmt: skip
+            chain = tuple(self.routes[name] for name in dict.fromkeys(names))
+            chains.append((compared, chain))
+        object.__setattr__(self, "_chains", tuple(chains))
+
+    @property
+    def first(self) -> Route:
+        """The default route: the first of the file, or the one of OUTBOX_MAIL_*."""
+        return next(iter(self.routes.values()))
 
     def choose(self, mail: Any) -> tuple[Route, ...]:
-        """The routes to try for a claimed message (claim.mail), in order: first match wins."""
-        # Filled in with the rules of OUTBOX_ROUTES (issue 16); until then, the default.
-        return (next(iter(self.routes.values())),)
+        """The routes to try for a claimed message (claim.mail), in order: first match wins.
+
+        A rule matches when every condition it gives holds: the From address's domain is
+        sender_domain; every recipient still to be sent to (deliveries.pending) is in
+        recipient_domain, so a message to several domains matches no recipient_domain rule
+        and goes by the later rules (the relay of one domain is never handed another's
+        mail); the priority is at least min_priority. The matching rule's route comes
+        first, then its fallbacks; with no match, the first route alone.
+        """
+        sender: str | None = None
+        recipients: set[str] | None = None
+        for rule, chain in self._chains:
+            if rule.min_priority is not None and mail.priority < rule.min_priority:
+                continue
+            if rule.sender_domain is not None:
+                sender = sender or domain_of(mail.from_addr)
+                if sender != rule.sender_domain:
+                    continue
+            if rule.recipient_domain is not None:
+                if recipients is None:
+                    pending = deliveries.pending(mail.recipients)
+                    recipients = {domain_of(entry["address"]) for entry in pending}
+                if recipients != {rule.recipient_domain}:
+                    continue
+            return chain
+        return (self.first,)
+
+
+def domain_of(address: str) -> str:
+    """An address's domain as rules compare it: as the suppression list keys it."""
+    return key_of(address).rpartition("@")[2]
+
+
+def domain_key(name: Any) -> str | None:
+    """A domain name as rules and limits compare it, None if it is not a domain name.
+
+    The suppression list's rule (lower case, IDNA2008 A-labels) is the one owner of how
+    a domain compares, so the name goes through it as an address's domain would.
+    """
+    if not isinstance(name, str) or not name.strip() or "@" in name:
+        return None
+    key = domain_of(f"postmaster@{name.strip().rstrip('.')}")
+    return key if DOMAIN.fullmatch(key) else None
+
+
+def _compared(name: str | None) -> str | None:
+    if name is None:
+        return None
+    found = domain_key(name)
+    if found is None:
+        raise ValueError(f"{name!r} is not a domain name")
+    return found
 
 
 def default(config: Mapping[str, Any]) -> Table:
@@ -55,5 +134,19 @@ def default(config: Mapping[str, Any]) -> Table:
 def table() -> Table:
     """The current app's routes: OUTBOX_ROUTES as read when the app was made, else the
     default route of the OUTBOX_MAIL_* settings as they are now."""
-    found: Table | None = current_app.extensions.get("outbox.routes")
+    found: Table | None = current_app.extensions.get(KEY)
     return found or default(current_app.config)
+
+
+def warn_unsafe(app: Flask) -> None:
+    """Log a warning for each route of OUTBOX_ROUTES that does not check its server's TLS
+    certificate; once per worker start (smtp.warn_unsafe speaks for the default route)."""
+    loaded: Table | None = app.extensions.get(KEY) if app.config["ROUTES"] else None
+    for route in loaded.routes.values() if loaded else ():
+        settings = route.settings
+        if (settings.use_ssl or settings.use_tls) and not settings.verify:
+            log.warning(
+                "route %s: TLS verification is off (tls_verify or OUTBOX_MAIL_TLS_VERIFY): the "
+                "certificate and host name of %s are not checked, and whoever answers gets the "
+                "mail and the SMTP password", route.name, settings.where,
+            )  # fmt: skip

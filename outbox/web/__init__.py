@@ -32,7 +32,8 @@ CONTENT_SECURITY_POLICY = (
     "frame-ancestors 'self'"
 )
 # The blueprints of the pages.
-PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "suppressions", "bounces", "webhooks")
+PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "suppressions", "bounces", "webhooks",
+         "routes")  # fmt: skip  # routes (issue 16)
 # What the error pages say, by status code.
 ERRORS = {
     400: ("Bad request", "The page could not make sense of what was sent."),
@@ -172,6 +173,7 @@ def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
 def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
     from . import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
+    from . import routes as route_pages  # routes (issue 16)
     from .roles import can
 
     # Flask's defaults hold the key already (as None), so setdefault would not set it.
@@ -186,6 +188,7 @@ def init_app(app: Flask) -> None:
     csrf.init_app(app)
     blueprints = [auth.bp, dashboard.bp, messages.bp, bulk.bp, admin.bp, suppressions.bp,
                   bounces.bp, webhooks.bp]  # fmt: skip
+    blueprints.append(route_pages.bp)  # routes (issue 16)
     page_errors(app, blueprints)
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
