@@ -363,8 +363,8 @@ def test_message_page_shows_every_field_the_body_attachments_and_attempts(signed
     attempts = page.find("table", class_="attempts").find("tbody").find_all("tr")
     cells = [[td.text.strip() for td in tr.find_all("td")] for tr in attempts]
     assert cells == [
-        ["5 min ago", "0.0 s", "worker-a", "deferred", "451", "451 4.7.1 greylisted"],
-        ["1 min ago", "0.0 s", "worker-b", "failed", "550", "550 5.1.1 no such user"],
+        ["5 min ago", "0.0 s", "worker-a", "", "deferred", "451", "451 4.7.1 greylisted"],
+        ["1 min ago", "0.0 s", "worker-b", "", "failed", "550", "550 5.1.1 no such user"],
     ]
 
 
