@@ -154,3 +154,21 @@ def test_threads_of_one_process_noting_at_once_make_one_row(app):
     for thread in threads:
         thread.join()
     assert sorted(health.read(names + ["unknown"])) == names
+
+
+def test_a_note_the_database_refuses_is_logged_and_written_with_the_next(
+    empty_database_url, caplog
+):
+    app = create_app(base_config(empty_database_url))
+    with app.app_context():
+        try:
+            upgrade(revision="0014")  # a schema without route_health
+            with caplog.at_level("WARNING", logger="outbox.routes"):
+                assert health.note("relay", False, "421 busy", NOW) is False
+            assert "route relay: its health could not be written" in caplog.text
+            upgrade(revision="0015")
+            assert health.note("relay", False, "421 again", NOW + timedelta(seconds=1)) is True
+            assert (row().faults, row().fault) == (1, "421 again")
+        finally:
+            db.session.remove()
+            dispose_engines()

@@ -6,6 +6,7 @@ back, so a relay that goes down shows on the pages within one batch, and a busy 
 costs the database one small UPDATE a second per route, not one per batch.
 """
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -14,11 +15,12 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ..extensions import db
 from ..models import RouteHealth
 
+log = logging.getLogger("outbox.routes")
 WRITE_EVERY = 1.0  # seconds between two writes of one route's row by one process
 FAULT_CHARS = 1000  # a fault's text is cut to this many characters
 TABLE = cast(Table, RouteHealth.__table__)
@@ -47,7 +49,8 @@ def note(name: str, ok: bool, error: str | None, now: datetime) -> bool:
 
     Writes the route's row when this process last wrote it WRITE_EVERY seconds ago or
     more, or when the route's state changes; returns whether it wrote. Safe from threads;
-    the write is a transaction of its own, on a connection of its own.
+    the write is a transaction of its own, on a connection of its own. Health is advisory:
+    a write the database refuses is logged, never raised, and the next note writes again.
     """
     with _lock:
         seen = _seen.get(name)
@@ -67,7 +70,13 @@ def note(name: str, ok: bool, error: str | None, now: datetime) -> bool:
         seen.written = time.monotonic()
         seen.ok_at = seen.fault_at = seen.fault = seen.since = None
         seen.faults, seen.reset = 0, False
-    _write(name, values, first)
+    try:
+        _write(name, values, first)
+    except SQLAlchemyError as exc:
+        log.warning("route %s: its health could not be written: %s", name, exc)
+        with _lock:
+            seen.written = float("-inf")
+        return False
     return True
 
 
