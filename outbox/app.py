@@ -46,12 +46,17 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     # stderr in LOG_FORMAT too; a process that set up logging already keeps its own.
     logs.setup(app.config["LOG_FORMAT"])
 
+    routes_file.init_app(app)  # routes (issue 16): OUTBOX_ROUTES, read once, refused if wrong
+    loaded = app.extensions.get(routes_file.KEY)
+    lanes = loaded.lanes if loaded else app.config["MAIL_MAX_CONNECTIONS"]
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = drivers.engine_options(
+        app.config["DATABASE_URL"], lanes
+    )
     db.init_app(app)
     drivers.watch_connections(app)
     # Runs before Flask-SQLAlchemy's own teardown (the later registered runs first).
     app.teardown_appcontext(_close_session)
     mail.init_app(app)
-    routes_file.init_app(app)  # routes (issue 16): OUTBOX_ROUTES, read once, refused if wrong
     migrate.init_app(app, db, directory=MIGRATIONS)
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 
@@ -84,8 +89,6 @@ def _derive(app: Flask) -> None:
     url = config["DATABASE_URL"] or f"sqlite:///{Path(app.instance_path) / 'outbox.sqlite3'}"
     config["DATABASE_URL"] = url
     config["SQLALCHEMY_DATABASE_URI"] = url
-    lanes = config["MAIL_MAX_CONNECTIONS"]
-    config["SQLALCHEMY_ENGINE_OPTIONS"] = drivers.engine_options(url, lanes)
     if not url.startswith("sqlite"):
         # A message without attachments is one INSERT that commits itself: one round
         # trip to a database server instead of two (queue.enqueue).

@@ -15,6 +15,7 @@ from .bounces import verp
 from .connections import Pools
 from .extensions import db
 from .models import utcnow
+from .routes import health
 from .status import Lease, Outcome, Retry, Status
 from .tally import Tally
 
@@ -143,6 +144,8 @@ class BatchSender:
                 ahead = upcoming if isinstance(upcoming, mime.Mail) else None
             done, moved = self._send(session, claim, mail, ahead, lease.send_deadline)
             del mail  # an attachment's data is not kept past its send
+            if done.route is not None:  # the route was spoken to: how it went (the routes page)
+                health.note(done.route, not moved, done.error if moved else None, utcnow())
             if moved and not last:
                 # The server, not the message: this one and the rest try the next route.
                 session.drop()

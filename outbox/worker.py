@@ -28,8 +28,6 @@ log = logging.getLogger("outbox.worker")
 EMPTY_CLAIM_PATIENCE = 2.0  # seconds
 # A busy worker beats at most this often (seconds), not after every batch.
 BEAT_EVERY = 1.0
-# The most sending threads (lanes) one process runs, whatever the routes allow.
-MAX_LANES = 64
 # The smallest batch a lane claims when BATCH_SIZE is shared among many lanes.
 MIN_LANE_BATCH = 20
 
@@ -72,8 +70,7 @@ class Worker(BatchSender):
             self.log.warning("%s: handed back %d claims an earlier pass left",
                              self.worker_id, released)  # fmt: skip
         run = Pass(self, lease, Tally(reclaimed=queue.release_stale(lease.lock_timeout)))
-        table = routes.table()
-        lanes = min(sum(route.max_connections for route in table.routes.values()), MAX_LANES)
+        lanes = routes.table().lanes
         size = current_app.config["BATCH_SIZE"]
         run.batch = min(size, max(MIN_LANE_BATCH, math.ceil(size / lanes)))
         with Pools() as self.pools:

@@ -4,18 +4,12 @@ import pytest
 
 from outbox import routes, smtp
 from outbox.extensions import db
-from outbox.models import Message
+from outbox.models import Attempt, Message
+from outbox.routes import health
 from outbox.status import Status
 from outbox.worker import Worker
 
 from .smtpd import SilentServer, SmtpServer, free_port
-
-
-class Chain(routes.Table):
-    """Every message through the routes in the order given (rules are tested in test_routes)."""
-
-    def choose(self, mail: object) -> tuple[routes.Route, ...]:
-        return tuple(self.routes.values())
 
 
 def route(name: str, port: int, timeout: float = 10.0) -> routes.Route:
@@ -24,7 +18,17 @@ def route(name: str, port: int, timeout: float = 10.0) -> routes.Route:
 
 
 def use(app, *chain: routes.Route) -> None:  # type: ignore[no-untyped-def]
-    app.extensions["outbox.routes"] = Chain({r.name: r for r in chain})
+    """Every message through the first route, then the others in turn (a catch-all rule)."""
+    rule = routes.Rule(chain[0].name, fallback=tuple(r.name for r in chain[1:]))
+    app.extensions[routes.KEY] = routes.Table({r.name: r for r in chain}, rules=(rule,))
+    health.forget()
+
+
+def attempt_routes(message_id: int) -> list[str | None]:
+    found = db.session.scalars(
+        db.select(Attempt.route).where(Attempt.message_pk == message_id).order_by(Attempt.id)
+    )
+    return list(found)
 
 
 def row(message_id: int) -> Message:
@@ -48,6 +52,11 @@ def test_an_unreachable_route_fails_over_to_the_next(app, backup, make_message):
     assert (tally.sent, tally.deferred, tally.fault) == (5, 0, None)
     assert sorted(backup.recorder.message_ids()) == sorted(m.message_id for m in due)
     assert all(row(m.id).status == Status.SENT for m in due)
+    # One attempt each, through the route that took it; the routes page sees both.
+    assert all(attempt_routes(m.id) == ["backup"] for m in due)
+    seen = health.read(["down", "backup"])
+    assert seen["down"].faults >= 1 and "127.0.0.1:" in (seen["down"].fault or "")
+    assert seen["backup"].ok_at is not None and seen["backup"].faults == 0
 
 
 def test_a_421_greeting_fails_over(app, backup, make_message):
@@ -81,6 +90,7 @@ def test_a_recipients_refusal_never_fails_over(app, smtp, backup, make_message, 
     expected = Status.FAILED if reply.startswith("5") else Status.DEFERRED
     assert row(message.id).status == expected
     assert tally.fault is None
+    assert attempt_routes(message.id) == ["first"]
 
 
 def test_when_every_route_is_down_the_messages_wait_and_the_pass_ends(app, make_message):
@@ -92,6 +102,7 @@ def test_when_every_route_is_down_the_messages_wait_and_the_pass_ends(app, make_
     for message in due:
         found = row(message.id)
         assert (found.status, found.locked_by) == (Status.DEFERRED, None)
+        assert attempt_routes(message.id) == ["also-down"]  # the last route tried
 
 
 def test_the_next_batch_tries_the_first_route_again(app, make_message):

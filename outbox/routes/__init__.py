@@ -12,6 +12,8 @@ from .. import deliveries, smtp
 from ..suppression import key_of
 
 log = logging.getLogger("outbox.routes")
+# The most sending threads (lanes, worker.py) one process runs, whatever the routes allow.
+MAX_LANES = 64
 KEY = "outbox.routes"  # where an app keeps its Table, in app.extensions
 LABEL = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
 DOMAIN = re.compile(rf"(?=.{{1,253}}$){LABEL}(?:\.{LABEL})*")
@@ -62,6 +64,11 @@ class Table:
             chain = tuple(self.routes[name] for name in dict.fromkeys(names))
             chains.append((compared, chain))
         object.__setattr__(self, "_chains", tuple(chains))
+
+    @property
+    def lanes(self) -> int:
+        """Sending threads a worker process runs: one per connection its routes allow."""
+        return min(sum(route.max_connections for route in self.routes.values()), MAX_LANES)
 
     @property
     def first(self) -> Route:
