@@ -1,7 +1,7 @@
 """What DKIM signing costs a worker per mail, beside rendering the same mail unsigned.
 
-    .venv/bin/python bench/dkim.py                 # 2 KB text and 50 KB HTML, RSA-2048 and Ed25519
-    .venv/bin/python bench/dkim.py --seconds 3     # longer runs, steadier figures
+    .venv/bin/python bench/dkimcost.py      # 2 KB text and 50 KB HTML, RSA-2048 and Ed25519
+    .venv/bin/python bench/dkimcost.py --seconds 3  # longer runs, steadier figures
 
 Each case makes the mail from a stored row (mime.prepare, then for_server for a server
 offering 8BITMIME) and joins its pieces, as a worker does for each mail, in a loop on
@@ -15,23 +15,17 @@ signed: the body is hashed as it streams, a block at a time. No database or serv
 
 import argparse
 import base64
-import sys
 import time
 import tracemalloc
 from collections.abc import Callable
-from pathlib import Path
 from types import SimpleNamespace
 
-# This file is named as dkimpy's package is: without bench/ on the path, `import dkim`
-# finds dkimpy, not this file.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).parent.resolve()]
+import dkim
+from cryptography.hazmat.primitives import serialization
 
-import dkim  # noqa: E402
-from cryptography.hazmat.primitives import serialization  # noqa: E402
-
-from outbox import mime  # noqa: E402
-from outbox.dkim import keys, signing  # noqa: E402
-from outbox.rendered import Features  # noqa: E402
+from outbox import mime
+from outbox.dkim import keys, signing
+from outbox.rendered import Features
 
 NAMES = [b"from", b"to", b"subject", b"date", b"message-id", b"mime-version", b"content-type",
          b"from"]  # the headers outbox signs in these mails  # fmt: skip
