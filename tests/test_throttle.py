@@ -3,6 +3,7 @@
 from datetime import datetime, timedelta
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import func, select
 
 from outbox import queue, routes, throttle
@@ -95,7 +96,12 @@ def test_messages_held_back_get_turns_one_token_apart_after_those_held_before():
     assert first == [at(0.05), at(0.15), at(0.25)]
     assert bucket.turns(2, T0) == [at(0.35), at(0.45)]  # another batch, held before them
     later = bucket.turns(10_000, T0)
-    assert max(later) == T0 + buckets.MAX_HOLD  # none further than MAX_HOLD
+    booked = [t for t in later if t <= T0 + buckets.MAX_HOLD]
+    assert len(booked) == 10 * buckets.MAX_HOLD.total_seconds() - 5  # a turn each, 0.1 s apart
+    beyond = [t for t in later if t > T0 + buckets.MAX_HOLD]
+    assert max(beyond) <= T0 + 2 * buckets.MAX_HOLD  # the rest within the next MAX_HOLD,
+    assert len(set(beyond)) > len(beyond) * 0.9  # spread, not all at one instant
+    assert bucket.held_until == T0 + buckets.MAX_HOLD
 
 
 def test_a_421_or_4_7_x_asks_to_slow_down_and_other_refusals_do_not():
@@ -123,6 +129,11 @@ def claims_of(count: int, now: datetime) -> list[queue.Claim]:
 
 def attempt_rows() -> int:
     return db.session.scalar(select(func.count()).select_from(Attempt)) or 0
+
+
+def held_count() -> float:
+    """outbox_messages_throttled_total{kind="domain"} of this process."""
+    return REGISTRY.get_sample_value("outbox_messages_throttled_total", {"kind": "domain"}) or 0
 
 
 def bucket(name: str) -> Throttle | None:
@@ -159,8 +170,10 @@ def test_admit_lets_a_burst_through_and_holds_the_rest_back_without_an_attempt(
     )
     db.session.commit()
     claims = claims_of(10, now)
+    counted = held_count()
     admitted = throttle.admit(claims, route, now)
 
+    assert held_count() == counted + 4
     assert [c.id for c in admitted] == [made[0].id, made[1].id, free.id]  # burst of 2, and free
     held = [fresh(m.id) for m in (*made[2:], retried)]
     assert [m.status for m in held] == ["queued"] * 3 + ["deferred"]

@@ -58,10 +58,10 @@ def observe(mail: Any, result: Any, route: Any, now: datetime) -> None:
     domains = routes.table().domains
     if not domains:
         return
-    said = {keys.domain_of(a): f"{r.code} {r.text}".strip() for a, r in result.recipients.items()
+    said = {keys.domain_of(a): _reason(r.code, r.text) for a, r in result.recipients.items()
             if _slow_down(r.code, r.text)}  # fmt: skip
     if not said and _slow_down(result.code, result.error):
-        reason = f"{result.error}"
+        reason = _reason(result.code, result.error)
         said = {keys.domain_of(str(e["address"])): reason for e in pending(mail.recipients)}
     for domain, reason in said.items():
         rate = keys.rate_for(domain, domains)
@@ -76,6 +76,12 @@ def _slow_down(code: int | None, text: str | None) -> bool:
     if code == 421:
         return True
     return code is not None and 400 <= code < 500 and bool(SLOW_DOWN_STATUS.search(text or ""))
+
+
+def _reason(code: int | None, text: str | None) -> str:
+    """The reply as the dashboard shows why: its code, then its words."""
+    text = (text or "").strip()
+    return text if code is None or text.startswith(str(code)) else f"{code} {text}"
 
 
 def slowed(now: datetime) -> Iterable[Any]:

@@ -12,6 +12,7 @@ for a bucket never exceed burst + rate * span: each refill adds at most rate * (
 passed), the bucket never holds more than burst, and the time only moves forward.
 """
 
+import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -22,8 +23,8 @@ SLOW_DOWN_GAP = 5.0  # seconds: replies within this of a slow-down do not slow i
 RECOVER_EVERY = 60.0  # seconds without a slow-down before each step back up
 RECOVER_STEP = 1.25  # each step multiplies the factor by this, up to 1
 REASON_CHARS = 500
-# A message held back returns at most this far ahead: it is looked at again by then,
-# however long the queue before it (a backlog of a day is not booked a day ahead).
+# Messages held back are given turns at most this far ahead (a backlog of a day is not
+# booked a day ahead); those beyond come back within a second MAX_HOLD and are held again.
 MAX_HOLD = timedelta(minutes=5)
 
 
@@ -89,17 +90,18 @@ class Bucket:
         """When count messages held back for this bucket may come back, one per token.
 
         The first when the next token comes (or after those held back before, held_until),
-        then one every 1/rate; held_until moves on past them. None is put further than
-        MAX_HOLD ahead: those beyond come back then and are looked at again.
+        then one every 1/rate; held_until moves on past them. Those whose turn is further
+        than MAX_HOLD ahead come back somewhere in the MAX_HOLD after it, at random (not
+        all at once), and are looked at again.
         """
         interval = 1.0 / max(self.rate_at(now), 1e-6)
         first = now + timedelta(seconds=max(0.0, 1 - self.tokens) * interval)
         if self.held_until is not None and self.held_until > first:
             first = self.held_until
         latest = now + MAX_HOLD
-        times = [min(first + timedelta(seconds=n * interval), latest) for n in range(count)]
+        times = [first + timedelta(seconds=n * interval) for n in range(count)]
         self.held_until = min(first + timedelta(seconds=count * interval), latest)
-        return times
+        return [t if t <= latest else _beyond(latest) for t in times]
 
     def slow_down(self, now: datetime, reason: str) -> bool:
         """Halve the rate (down to MIN_FACTOR of it) for reason; False if just slowed.
@@ -123,3 +125,8 @@ class Bucket:
     def holding(self, now: datetime) -> bool:
         """Whether messages held back for this bucket are still waiting for their turn."""
         return self.held_until is not None and self.held_until > now
+
+
+def _beyond(latest: datetime) -> datetime:
+    """A time in the MAX_HOLD after latest, at random: spread, not one instant for all."""
+    return latest + MAX_HOLD * random.random()
