@@ -265,6 +265,20 @@ def test_a_domain_under_star_slowed_on_its_own_takes_from_its_own_bucket_too(
     assert own is not None and own.tokens == 0 and own.factor == 0.25
 
 
+def test_a_421_on_connecting_slows_the_route_not_the_domains(app, make_message):
+    route = with_limits(app, {"gmail.com": 20}, rate=50)
+    mail = make_message(to=["a@gmail.com"])
+    now = utcnow()
+    said = Result(Outcome.DEFERRED, 421, "421 4.3.2 busy at relay:25", fault=True)
+    throttle.observe(mail, said, route, now)
+    relay = bucket("route:relay")
+    assert relay is not None and relay.factor == 0.5 and relay.reason == said.error
+    assert bucket("domain:gmail.com") is None
+    without_rate = with_limits(app, {"gmail.com": 20})
+    throttle.observe(mail, said, without_rate, now + timedelta(minutes=1))
+    assert bucket("route:relay").factor == 0.5  # type: ignore[union-attr]
+
+
 def test_observe_without_limits_touches_nothing(app, make_message):
     route = with_limits(app, {})
     mail = make_message(to=["a@gmail.com"])

@@ -52,9 +52,17 @@ def observe(mail: Any, result: Any, route: Any, now: datetime) -> None:
     """Slow a recipient's domain down when its server asked to (421, or 4.7.x).
 
     Looked at per recipient (its RCPT or DATA reply) and for the exchange as a whole (a
-    421 on connecting or at MAIL): the latter slows every domain the message was for.
-    Only a domain with a limit (its own, or "*") has a rate to halve.
+    421 at MAIL): the latter slows every domain the message was for. Only a domain with
+    a limit (its own, or "*") has a rate to halve. The server's own fault (a 421 on
+    connecting, result.fault) is the route's, not the domains': it slows the route, if
+    the route has a rate.
     """
+    if result.fault:
+        if route.rate is not None and _slow_down(result.code, result.error):
+            reason = _reason(result.code, result.error)
+            if taking.slow_down(keys.route_key(route.name), route.rate, now, reason):
+                log.warning("slowing route %s down to half its rate: %s", route.name, reason)
+        return
     domains = routes.table().domains
     if not domains:
         return
