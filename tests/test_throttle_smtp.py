@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from outbox import queue, throttle
 from outbox.extensions import db
 from outbox.models import Throttle, utcnow
 from outbox.throttle import buckets
@@ -63,3 +64,22 @@ def test_a_421_at_the_end_of_data_slows_the_domain_and_the_dashboard_says_why(
     slowed.slowed_at = utcnow() - timedelta(seconds=buckets.RECOVER_EVERY * 4)
     db.session.commit()
     assert parse(signed_in.get("/")).find_all("section", id="throttles") == []
+
+
+def test_the_dashboard_shows_a_domain_at_its_limit_while_messages_wait_for_their_turn(
+    app, make_message, signed_in
+):
+    now = utcnow()
+    route = with_limits(app, {"example.com": 10})
+    for _ in range(5):
+        make_message(now=now)
+    throttle.admit(queue.claim_batch("w1", 10, now=now, with_mail=True), route, now)
+    panel = parse(signed_in.get("/")).find("section", id="throttles")
+    row = panel.find("tbody").find("tr")
+    cells = [" ".join(td.text.split()) for td in row.find_all("td")]
+    assert cells[:3] == ["domain:example.com", "10 of 10 a second", "at its limit"]
+    held_until = bucket("domain:example.com").held_until  # type: ignore[union-attr]
+    assert held_until is not None and held_until > now  # the last turn given (3 held back)
+    assert (
+        row.find_all("td")[3].find("time")["datetime"] == held_until.isoformat("T", "seconds") + "Z"
+    )

@@ -9,14 +9,15 @@ recipient domain down when its server says so (421, or an enhanced status 4.7.x)
 
 import logging
 import re
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
 from .. import metrics, routes
 from ..deliveries import pending
 from ..queue import Claim
+from ..replies import Result
 from . import keys, taking
+from .buckets import Bucket
 
 log = logging.getLogger("outbox.throttle")
 
@@ -25,7 +26,7 @@ log = logging.getLogger("outbox.throttle")
 SLOW_DOWN_STATUS = re.compile(r"(?<![\d.])4\.7\.\d{1,3}(?![\d.])")
 
 
-def admit(claims: list[Claim], route: Any, now: datetime) -> list[Claim]:
+def admit(claims: list[Claim], route: routes.Route, now: datetime) -> list[Claim]:
     """The claims that may be sent through route now; the others are handed back to wait.
 
     Called by a worker just before it sends claims (each with claim.mail). A claim goes
@@ -48,7 +49,7 @@ def admit(claims: list[Claim], route: Any, now: datetime) -> list[Claim]:
     return [c for c in claims if c.id in through]
 
 
-def observe(mail: Any, result: Any, route: Any, now: datetime) -> None:
+def observe(mail: Any, result: Result, route: routes.Route, now: datetime) -> None:
     """Slow a recipient's domain down when its server asked to (421, or 4.7.x).
 
     Looked at per recipient (its RCPT or DATA reply) and for the exchange as a whole (a
@@ -92,6 +93,6 @@ def _reason(code: int | None, text: str | None) -> str:
     return text if code is None or text.startswith(str(code)) else f"{code} {text}"
 
 
-def slowed(now: datetime) -> Iterable[Any]:
+def slowed(now: datetime) -> list[Bucket]:
     """The buckets slowed down or holding messages back now (the dashboard's panel)."""
     return taking.held_back(now)
