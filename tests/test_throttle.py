@@ -218,6 +218,20 @@ def test_domains_without_a_limit_share_the_star_bucket(app, make_message, db_kin
     assert gmail is not None and gmail.tokens == 3
 
 
+def test_a_hold_moves_only_claims_this_worker_still_holds(app, make_message):
+    now = utcnow()
+    mine, taken = make_message(now=now), make_message(now=now)
+    claims = claims_of(10, now)
+    db.session.execute(
+        Message.__table__.update().where(Message.id == taken.id).values(locked_by="w2")
+    )  # taken back and claimed by another worker meanwhile
+    later = now + timedelta(seconds=3)
+    assert queue.hold({c: later for c in claims}) == 1
+    db.session.commit()
+    assert fresh(mine.id).status == "queued" and fresh(mine.id).next_attempt_at == later
+    assert fresh(taken.id).status == "sending" and fresh(taken.id).locked_by == "w2"
+
+
 # --- observe: 421 and 4.7.x slow the domain down ---
 
 
