@@ -4,7 +4,7 @@ from datetime import datetime, timedelta
 
 import pytest
 from prometheus_client import REGISTRY
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from outbox import queue, routes, throttle
 from outbox.deliveries import Reply
@@ -148,9 +148,16 @@ def test_without_limits_every_claim_goes_and_no_row_is_touched(app, make_message
     for _ in range(3):
         make_message(now=now)
     claims = claims_of(10, now)
-    assert throttle.admit(claims, route, now) == claims
-    route = with_limits(app, {"gmail.com": 20})  # a limit, but not for these
-    assert throttle.admit(claims, route, now) == claims
+    statements: list[str] = []
+    listen = lambda *args: statements.append(args[2])  # noqa: E731 (before_cursor_execute)
+    event.listen(db.engine, "before_cursor_execute", listen)
+    try:
+        assert throttle.admit(claims, route, now) == claims
+        route = with_limits(app, {"gmail.com": 20})  # a limit, but not for these
+        assert throttle.admit(claims, route, now) == claims
+    finally:
+        event.remove(db.engine, "before_cursor_execute", listen)
+    assert statements == []  # not a query
     assert db.session.scalar(select(func.count()).select_from(Throttle)) == 0
 
 
