@@ -1,6 +1,5 @@
 """Throttling across real processes: several takers of one bucket, three workers and a sink."""
 
-import json
 import os
 import subprocess
 import sys
@@ -19,6 +18,17 @@ from . import processes
 from .test_concurrency import enqueue_many, statuses, wait_until, worker_env
 
 HELPER = [sys.executable, "-m", "tests.throttling"]
+# The sink as the one route, and a limit on the domain every test message goes to.
+ROUTES = """
+[[routes]]
+name = "sink"
+host = "127.0.0.1"
+port = {port}
+tls = "none"
+
+[domains."example.com"]
+rate = {rate}
+"""
 
 
 @pytest.mark.all_databases
@@ -76,8 +86,11 @@ def test_three_workers_keep_a_domain_to_its_limit_and_send_every_message_once(
     expected = enqueue_many(count)  # each to rcpt@example.com
     arrivals: list[float] = []
     smtp.recorder.on_data = lambda: arrivals.append(time.monotonic())
-    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=0.2, BATCH_SIZE=10)
-    command = [*HELPER, "worker", json.dumps({"example.com": rate})]
+    routes_file = tmp_path / "routes.toml"
+    routes_file.write_text(ROUTES.format(port=smtp.port, rate=rate), encoding="utf-8")
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=0.2, BATCH_SIZE=10,
+                     ROUTES=routes_file)  # fmt: skip
+    command = [sys.executable, "-m", "outbox", "worker"]
     logs = [tmp_path / f"worker-{n}.log" for n in range(3)]
     workers = []
     for log in logs:

@@ -5,20 +5,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..addresses import a_label
+from .. import routes
 from ..deliveries import pending
 
 ANY = "*"  # the domains table's entry for every domain without one of its own
 
 
 def domain_of(address: str) -> str:
-    """An address's domain as buckets are named: lower-case A-labels."""
-    domain = address.strip().strip("<>").rpartition("@")[2].rstrip(".")
-    try:
-        domain = a_label(domain)
-    except ValueError:
-        pass  # not a domain IDNA2008 takes: then it only ever matches itself
-    return domain.lower()
+    """An address's domain as buckets are named: as routes (and the suppression list) compare it."""
+    return routes.domain_of(address)
 
 
 def route_key(name: str) -> str:
@@ -48,7 +43,8 @@ class Needs:
 
 @functools.lru_cache(maxsize=8)
 def _limits(domains: tuple[tuple[str, float], ...]) -> dict[str, float]:
-    return {(d if d == ANY else domain_of(d)): rate for d, rate in domains}
+    # OUTBOX_ROUTES gives them so already; a Table made in code may not.
+    return {(d if d == ANY else routes.domain_key(d) or d): rate for d, rate in domains}
 
 
 def limits(domains: Mapping[str, float]) -> dict[str, float]:
