@@ -64,14 +64,14 @@ def observe(mail: Any, result: Result, route: routes.Route, now: datetime) -> No
             if taking.slow_down(keys.route_key(route.name), route.rate, now, reason):
                 log.warning("slowing route %s down to half its rate: %s", route.name, reason)
         return
-    domains = routes.table().domains
-    if not domains:
-        return
     said = {keys.domain_of(a): _reason(r.code, r.text) for a, r in result.recipients.items()
             if _slow_down(r.code, r.text)}  # fmt: skip
     if not said and _slow_down(result.code, result.error):
         reason = _reason(result.code, result.error)
         said = {keys.domain_of(str(e["address"])): reason for e in pending(mail.recipients)}
+    if not said:  # the common case: looked at without reading the routes table
+        return
+    domains = routes.table().domains
     for domain, reason in said.items():
         rate = keys.rate_for(domain, domains)
         if rate is None:
