@@ -60,6 +60,21 @@ HTTP_SECONDS = Histogram(
 )  # fmt: skip
 
 
+# --- throttling (issue 16) ---
+THROTTLED = Counter("outbox_messages_throttled", "Claimed messages held back for a rate limit "
+                    "(not an attempt), by the kind of bucket they wait for (route, domain).",
+                    ["kind"])  # fmt: skip
+
+
+def count_held(kinds: Iterable[str]) -> None:
+    """Messages a worker held back for a rate limit, by the kind of bucket: one inc per kind."""
+    tally: dict[str, int] = {}
+    for kind in kinds:
+        tally[kind] = tally.get(kind, 0) + 1
+    for kind, count in tally.items():
+        THROTTLED.labels(kind).inc(count)
+
+
 def count_enqueued(source: str, count: int = 1) -> None:
     """Messages newly stored (not an idempotent repeat) from source: api or compose."""
     ENQUEUED.labels(source).inc(count)

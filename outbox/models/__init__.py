@@ -18,6 +18,7 @@ from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .routes import ROUTE_CHARS, RouteHealth  # routes (issue 16)
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .suppression import Suppression
+from .throttle import Throttle  # throttling (issue 16)
 from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
@@ -183,6 +184,7 @@ __all__ = [
     "SignInFailure",
     "StatusCount",
     "Suppression",
+    "Throttle",  # throttling (issue 16)
     "Timestamp",
     "User",
     "WebhookDelivery",

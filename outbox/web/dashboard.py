@@ -17,7 +17,7 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
-from .. import audit, heartbeats, pause, queue, reports
+from .. import audit, heartbeats, pause, queue, reports, throttle
 from ..extensions import db
 from ..models import Message, WorkerBeat, utcnow
 from . import confirm
@@ -76,6 +76,7 @@ def _live(now: datetime) -> dict[str, Any]:
         resend_all=ResendAllForm(),
         refresh=REFRESH_SECONDS,
         paused=pause.current(),
+        throttled=throttle.slowed(now),  # throttling (issue 16)
     )
 
 
