@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from flask import current_app
 
@@ -139,8 +139,9 @@ class Worker(BatchSender):
                     run.ended.set()
                 continue
             # An empty claim is not an empty queue: rows may sit under another
-            # worker's claim that is about to be rolled back.
-            if not queue.has_due():
+            # worker's claim that is about to be rolled back, and messages a rate limit
+            # held back (throttle) come due again within moments: wait for those too.
+            if not queue.has_due(utcnow() + timedelta(seconds=EMPTY_CLAIM_PATIENCE)):
                 break
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since > EMPTY_CLAIM_PATIENCE:

@@ -31,7 +31,7 @@ class Claim:
     mail: Any = field(default=None, compare=False, repr=False)  # claim_batch(with_mail=True)
 
 
-def _retryable(exc: DBAPIError) -> bool:
+def retryable(exc: DBAPIError) -> bool:
     """Deadlocks, lock timeouts and busy databases: worth trying the claim again."""
     orig = exc.orig
     code = orig.args[0] if orig is not None and orig.args else None
@@ -63,7 +63,7 @@ def claim_batch(
             db.session.commit()
         except DBAPIError as exc:
             db.session.rollback()
-            if not _retryable(exc) or attempt == CLAIM_TRIES - 1:
+            if not retryable(exc) or attempt == CLAIM_TRIES - 1:
                 raise
             time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
             continue

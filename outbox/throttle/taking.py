@@ -34,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 from .. import queue
 from ..extensions import db
 from ..models import Throttle
-from ..queue.claims import _retryable
+from ..queue.claims import retryable
 from .buckets import Bucket, burst_of
 from .keys import Needs
 
@@ -96,7 +96,7 @@ def _with_retries(step):  # type: ignore[no-untyped-def]
             return step()
         except DBAPIError as exc:
             db.session.rollback()
-            if not _retryable(exc) or attempt == TRIES - 1:
+            if not retryable(exc) or attempt == TRIES - 1:
                 raise
             time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
     raise AssertionError("unreachable")

@@ -15,7 +15,7 @@ from .. import events
 from ..extensions import db
 from ..models import WebhookDelivery, utcnow
 from ..models.webhooks import RESPONSE_CHARS
-from ..queue.claims import CLAIM_TRIES, _retryable
+from ..queue.claims import CLAIM_TRIES, retryable
 from .post import Answer
 
 DELIVERIES = events.DELIVERIES
@@ -63,7 +63,7 @@ def claim(worker_id: str, limit: int, now: datetime | None = None) -> list[Claim
             return claimed
         except DBAPIError as exc:
             db.session.rollback()
-            if not _retryable(exc) or attempt == CLAIM_TRIES - 1:
+            if not retryable(exc) or attempt == CLAIM_TRIES - 1:
                 raise
             time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
     raise AssertionError("unreachable")
@@ -109,7 +109,7 @@ def release_stale(lease_seconds: float, now: datetime | None = None) -> int:
         db.session.commit()
     except DBAPIError as exc:  # a deadlock beside another worker's claim: the next run
         db.session.rollback()
-        if not _retryable(exc):
+        if not retryable(exc):
             raise
         return 0
     return count
