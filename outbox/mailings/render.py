@@ -37,13 +37,14 @@ class Body:
 
 
 _bodies = Cache()
-_attachments: tuple[int, mime.Attachments] | None = None
+_attachments: tuple[tuple[str, int], mime.Attachments] | None = None
 _lock = threading.Lock()
 
 
 def body(mailing_id: int) -> Body:
-    """The mailing's shared part, compiled once per process."""
-    found = _bodies.get(mailing_id)
+    """The mailing's shared part, compiled once per process (and database: tests run many)."""
+    key = (db.engine.url.render_as_string(), mailing_id)
+    found = _bodies.get(key)
     if found is None:
         mailing = db.session.get(Mailing, mailing_id)
         if mailing is None:
@@ -54,15 +55,16 @@ def body(mailing_id: int) -> Body:
             raise mime.BuildError(f"mailing {mailing_id}: {exc}") from None
         found = Body(dict(mailing.headers or {}), mailing.unsubscribe_url, compiled)
         db.session.commit()
-        _bodies.put(mailing_id, found)
+        _bodies.put(key, found)
     return found
 
 
 def attachments(mailing_id: int, count: int) -> mime.Attachments:
     """The mailing's attachments, from the process's one-mailing cache or read anew."""
     global _attachments
+    key = (db.engine.url.render_as_string(), mailing_id)
     with _lock:
-        if _attachments is not None and _attachments[0] == mailing_id:
+        if _attachments is not None and _attachments[0] == key:
             return _attachments[1]
     listing = select(MailingAttachment).where(MailingAttachment.mailing_id == mailing_id)
     found = []
@@ -82,7 +84,7 @@ def attachments(mailing_id: int, count: int) -> mime.Attachments:
         raise Damaged(f"{len(found)} of the mailing's {count} attachments are stored")
     if sum(len(data) for _, _, data in found) <= ATTACHMENT_CACHE_BYTES:
         with _lock:
-            _attachments = (mailing_id, found)
+            _attachments = (key, found)
     return found
 
 

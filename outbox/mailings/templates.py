@@ -88,16 +88,16 @@ class Cache:
 
     def __init__(self, size: int = CACHE_SIZE) -> None:
         self.size, self._lock = size, threading.Lock()
-        self._found: OrderedDict[int, Any] = OrderedDict()
+        self._found: OrderedDict[Any, Any] = OrderedDict()
 
-    def get(self, key: int) -> Any:
+    def get(self, key: Any) -> Any:
         with self._lock:
             if key in self._found:
                 self._found.move_to_end(key)
                 return self._found[key]
         return None
 
-    def put(self, key: int, value: Any) -> None:
+    def put(self, key: Any, value: Any) -> None:
         with self._lock:
             self._found[key] = value
             self._found.move_to_end(key)
