@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from .. import mime
 from ..extensions import db
-from ..models import Mailing, MailingAttachment, MailingAttachmentChunk
+from ..models import Mailing, MailingAttachment, MailingAttachmentChunk, Message
 from ..queue import Damaged
 from . import unsubscribe
 from .head import sources_of
@@ -120,3 +120,18 @@ def prepare(row: Any) -> mime.Mail:
         reply_to=row.reply_to, reply_to_name=row.reply_to_name,
     )  # fmt: skip
     return mime.prepare(view, found)  # type: ignore[arg-type]
+
+
+def onto(message: Message) -> None:
+    """Show a mailing's recipient row as it is sent: its subject, bodies and headers rendered
+    into it, for the message page. The row leaves the session first: nothing is written."""
+    if not message.mailing_id:
+        return
+    db.session.expunge(message)
+    try:
+        texts, headers = rendered(message)
+    except mime.BuildError as exc:
+        message.text_body = f"(this recipient's mail cannot be rendered: {exc})"
+        return
+    message.subject = texts["subject"] or ""
+    message.text_body, message.html_body, message.headers = texts["text"], texts["html"], headers
