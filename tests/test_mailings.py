@@ -5,8 +5,9 @@ import json
 import pytest
 from sqlalchemy import select
 
-from outbox import tokens
+from outbox import openapi, tokens
 from outbox.extensions import db
+from outbox.mailings import head
 from outbox.models import Mailing, Suppression, utcnow
 
 from .mailing_helpers import auth, body, counts, post, rows_of
@@ -151,3 +152,17 @@ def test_a_token_without_the_send_scope_may_not_create_a_mailing(client, app):
     reader = tokens.create("reader", ["read"])
     assert post(client, reader, body()).status_code == 403
     assert db.session.scalars(select(Mailing)).all() == []
+
+
+def test_the_openapi_document_describes_the_mailing_endpoints():
+    document = openapi.document()
+    paths = {p for p in document["paths"] if p.startswith("/api/mailings")}
+    assert paths == {"/api/mailings", "/api/mailings/{id}", "/api/mailings/{id}/recipients",
+                     "/api/mailings/{id}/pause", "/api/mailings/{id}/resume",
+                     "/api/mailings/{id}/cancel"}  # fmt: skip
+    schemas = document["components"]["schemas"]
+    new = schemas["NewMailing"]["properties"]
+    assert set(new) == {*head.FIELDS, "recipients"}
+    assert new["priority"] == schemas["NewMessage"]["properties"]["priority"]
+    assert new["recipients"]["maxItems"] == 100_000
+    assert "unsubscribe" in schemas["Suppression"]["properties"]["source"]["enum"]
