@@ -8,7 +8,7 @@ from email import message_from_bytes, policy
 import pytest
 from sqlalchemy import func, select
 
-from outbox import tokens
+from outbox import queue, tokens
 from outbox.extensions import db
 from outbox.mailings import unsubscribe
 from outbox.models import Attachment, MailingAttachment, Suppression
@@ -106,3 +106,14 @@ def test_a_mailings_attachment_is_stored_once_and_sent_to_each(smtp_app, smtp, c
         (part,) = list(mail.iter_attachments())
         assert (part.get_filename(), part.get_content()) == ("plan.txt", "the plan")
     assert [r.attachment_count for r in rows_of(answer["id"])] == [1, 1]
+
+
+def test_send_again_of_a_recipient_copies_its_mail_as_rendered(smtp_app, smtp, client, token):
+    answer = post(client, token, body(html="<p>{{ first }}</p>")).get_json()
+    Worker().drain()
+    ann = rows_of(answer["id"])[0]
+    copy = queue.send_again(ann.id, "test", 3)
+    assert (copy.subject, copy.text_body, copy.html_body) == (
+        "Hello Ann", "Dear Ann, your plan is gold.", "<p>Ann</p>",
+    )  # fmt: skip
+    assert copy.mailing_id is None and copy.resent_from == ann.id

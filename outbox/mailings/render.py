@@ -16,9 +16,10 @@ from flask import current_app
 from sqlalchemy import select
 
 from .. import mime
+from ..checks import Upload
 from ..extensions import db
 from ..models import Mailing, MailingAttachment, MailingAttachmentChunk, Message
-from ..queue import Damaged
+from ..queue.attachments import Damaged
 from . import unsubscribe
 from .head import sources_of
 from .templates import Cache, Compiled, TemplateProblem, compile_templates
@@ -135,3 +136,14 @@ def onto(message: Message) -> None:
         return
     message.subject = texts["subject"] or ""
     message.text_body, message.html_body, message.headers = texts["text"], texts["html"], headers
+
+
+def copied(message: Message) -> dict[str, Any]:
+    """A recipient row's content as a message of its own has it (staff's "Send again"):
+    subject, text, html, headers (List-Unsubscribe too) and attachments; BuildError if a
+    template fails."""
+    texts, headers = rendered(message)
+    count = message.attachment_count
+    found = attachments(message.mailing_id or 0, count) if count else []
+    return {"subject": texts["subject"] or "", "text": texts["text"], "html": texts["html"],
+            "headers": headers, "attachments": [Upload(*item) for item in found]}  # fmt: skip
