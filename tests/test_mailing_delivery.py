@@ -117,3 +117,19 @@ def test_send_again_of_a_recipient_copies_its_mail_as_rendered(smtp_app, smtp, c
         "Hello Ann", "Dear Ann, your plan is gold.", "<p>Ann</p>",
     )  # fmt: skip
     assert copy.mailing_id is None and copy.resent_from == ann.id
+
+
+@pytest.mark.all_databases
+def test_lanes_on_several_connections_render_each_recipient_once(smtp_app, smtp, client, token):
+    smtp_app.config.update(MAIL_MAX_CONNECTIONS=3, BATCH_SIZE=5)  # threads render at once
+    smtp.recorder.data_wait = 0.05
+    people = [{"email": f"p{n}@example.com", "fields": {"first": f"P{n}", "plan": str(n)}}
+              for n in range(30)]  # fmt: skip
+    post(client, token, body(people))
+    assert Worker().drain().sent == 30
+    mails = by_recipient(smtp)
+    assert len(smtp.received) == len(mails) == 30
+    for n in range(30):
+        mail = mails[f"p{n}@example.com"]
+        assert mail["Subject"] == f"Hello P{n}"
+        assert mail.get_body(("plain",)).get_content().strip() == f"Dear P{n}, your plan is {n}."
