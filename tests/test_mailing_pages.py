@@ -80,3 +80,10 @@ def test_a_recipients_message_page_shows_its_rendered_mail_and_links_its_mailing
 
 def test_the_pages_need_a_signed_in_account(client):
     assert client.get("/mailings").status_code == 302
+
+
+def test_the_outbox_list_names_a_recipients_mailing_for_its_subject(app, client, signed_in):
+    mailing_id = make(client)
+    listed = parse(signed_in.get("/messages"))
+    subjects = [cell.text for cell in listed.find_all("td", **{"class": "subject"})]
+    assert subjects == [f"a recipient of mailing #{mailing_id}"] * 2
