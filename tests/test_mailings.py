@@ -166,3 +166,12 @@ def test_the_openapi_document_describes_the_mailing_endpoints():
     assert new["priority"] == schemas["NewMessage"]["properties"]["priority"]
     assert new["recipients"]["maxItems"] == 100_000
     assert "unsubscribe" in schemas["Suppression"]["properties"]["source"]["enum"]
+
+
+def test_a_request_over_the_size_limit_is_413_naming_the_limit(app, client, token):
+    app.config["MAX_CONTENT_LENGTH"] = 2_000
+    many = [{"email": f"r{n}@example.com", "fields": {"first": "R", "plan": "p"}}
+            for n in range(100)]  # fmt: skip
+    response = post(client, token, body(many))
+    assert response.status_code == 413 and response.get_json()["limit"] == 2_000
+    assert counts() == (0, 0)

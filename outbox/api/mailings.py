@@ -78,8 +78,6 @@ def create_mailing() -> Response:
 def append_recipients(mailing_id: int) -> Response:
     """Add a page of recipients {"recipients": [...]} to an open or paused mailing."""
     check_content_type((JSON,))
-    _find(mailing_id)
-    db.session.rollback()  # the append locks the row itself
     max_attempts = current_app.config["MAX_ATTEMPTS"]
     mailing, added = intake.append(mailing_id, request.stream, max_attempts=max_attempts)
     response = jsonify(id=mailing.id, added=added, recipients=mailing.recipient_count)

@@ -70,6 +70,7 @@ def read(body: IO[bytes]) -> Iterator[tuple[str, Any]]:
         if next(events, None) is not None:
             raise Malformed("the body holds more than one JSON value")
     except ijson.JSONError as exc:
-        raise Malformed(f"the body is not valid JSON: {exc}") from None
+        said = (str(exc).splitlines() or [""])[0]  # yajl's next lines point at the fault
+        raise Malformed(f"the body is not valid JSON: {said}") from None
     except StopIteration:
         raise Malformed("the body ends before its JSON does") from None
