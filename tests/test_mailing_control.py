@@ -12,6 +12,7 @@ from outbox.models import Message, utcnow
 from outbox.worker import Tally, Worker
 
 from .mailing_helpers import MAILINGS, auth, body, post, rows_of
+from .test_metrics import samples, value
 
 
 @pytest.fixture
@@ -100,3 +101,16 @@ def test_append_checks_its_recipients_as_creation_does(client, token):
     assert post(client, token, {"recipients": people(0, 1)}, f"{MAILINGS}/999/recipients"
                 ).status_code == 404  # fmt: skip
     assert len(rows_of(mailing_id)) == 2
+
+
+def test_each_recipient_stored_counts_as_an_enqueued_message(app, client, token):
+    app.config["METRICS_TOKEN"] = "m" * 32
+
+    def enqueued() -> float:
+        found = samples(client.get("/metrics", headers=auth("m" * 32)).text)
+        return value(found, "outbox_messages_enqueued_total", source="api")
+
+    before = enqueued()
+    mailing_id = post(client, token, body(people(0, 3))).get_json()["id"]
+    post(client, token, {"recipients": people(3, 2)}, f"{MAILINGS}/{mailing_id}/recipients")
+    assert enqueued() - before == 5

@@ -5,7 +5,7 @@ from typing import Any
 
 from flask import Response, current_app, g, jsonify, request, url_for
 
-from .. import audit
+from .. import audit, metrics
 from ..extensions import db
 from ..mailings import control, intake
 from ..models import Mailing
@@ -69,6 +69,7 @@ def create_mailing() -> Response:
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     else:
+        metrics.count_enqueued("api", mailing.recipient_count)  # each recipient is a message
         detail = {"mailing": mailing.id, "recipients": mailing.recipient_count}
         audit.record("mailing", None, detail)
     return response
@@ -80,6 +81,7 @@ def append_recipients(mailing_id: int) -> Response:
     check_content_type((JSON,))
     max_attempts = current_app.config["MAX_ATTEMPTS"]
     mailing, added = intake.append(mailing_id, request.stream, max_attempts=max_attempts)
+    metrics.count_enqueued("api", added)
     response = jsonify(id=mailing.id, added=added, recipients=mailing.recipient_count)
     response.status_code = 201
     return response
