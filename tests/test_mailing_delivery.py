@@ -14,7 +14,9 @@ from outbox.mailings import unsubscribe
 from outbox.models import Attachment, MailingAttachment, Suppression
 from outbox.worker import Tally, Worker
 
+from .dkimkeys import verifies
 from .mailing_helpers import body, post, rows_of
+from .test_dkim import add_key, tags
 
 
 @pytest.fixture
@@ -133,3 +135,15 @@ def test_lanes_on_several_connections_render_each_recipient_once(smtp_app, smtp,
         mail = mails[f"p{n}@example.com"]
         assert mail["Subject"] == f"Hello P{n}"
         assert mail.get_body(("plain",)).get_content().strip() == f"Dear P{n}, your plan is {n}."
+
+
+def test_a_mailing_mail_is_dkim_signed_over_its_list_unsubscribe_headers(
+    smtp_app, smtp, client, token, runner
+):
+    smtp_app.config["UNSUBSCRIBE_URL"] = "https://outbox.example.com"
+    records = add_key(runner, "example.com", "news1")
+    post(client, token, body())
+    assert Worker().drain() == Tally(sent=2)
+    for received in smtp.received:
+        assert "list-unsubscribe:list-unsubscribe-post" in tags(received.content)["h"]
+        assert verifies(received.content, records)
