@@ -50,7 +50,7 @@ def upgrade():
         sa.Column("id", Id, primary_key=True),
         sa.Column(
             "mailing_id",
-            sa.BigInteger(),
+            Id,
             sa.ForeignKey("mailings.id", ondelete="CASCADE"),
             nullable=False,
         ),
@@ -63,7 +63,7 @@ def upgrade():
         "mailing_attachment_chunks",
         sa.Column(
             "attachment_id",
-            sa.BigInteger(),
+            Id,
             sa.ForeignKey("mailing_attachments.id", ondelete="CASCADE"),
             primary_key=True,
         ),
