@@ -15,6 +15,7 @@ from sqlalchemy import exc
 from . import api, cli, drivers, health, logs, metrics, tokens, web
 from . import config as settings
 from .extensions import AUTOCOMMIT, db, mail, migrate
+from .mailings import unsubscribe  # mailings (issue 16)
 from .routes import config as routes_file  # routes (issue 16)
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     health.init_app(app, MIGRATIONS)  # metrics (issue 14)
     metrics.init_app(app)  # metrics (issue 14)
     web.init_app(app)
+    app.register_blueprint(unsubscribe.bp)  # mailings (issue 16)
     cli.register(app)
     return app
 

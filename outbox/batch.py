@@ -14,6 +14,7 @@ from . import deliveries, metrics, mime, queue, routes, sender, throttle
 from .bounces import verp
 from .connections import Pools
 from .extensions import db
+from .mailings import render as mailings  # mailings (issue 16)
 from .models import utcnow
 from .routes import health
 from .status import Lease, Outcome, Retry, Status
@@ -167,10 +168,11 @@ class BatchSender:
         row = claim.mail  # the claim that outlives the send does not hold the mail
         try:
             attachments = []
-            if row.attachment_count:
+            if row.attachment_count and not row.mailing_id:
                 attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
-            mail = mime.prepare(row, attachments)
+            # mailings (issue 16): a mailing's recipient is rendered from its mailing.
+            mail = mailings.prepare(row) if row.mailing_id else mime.prepare(row, attachments)
             if not mail.pending:  # every one left was suppressed since it was queued
                 error = "every recipient still to be sent to is on the suppression list"
                 return queue.Finished(claim, Outcome.FAILED, utcnow(), None, error)

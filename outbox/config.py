@@ -33,6 +33,10 @@ DEFAULTS: dict[str, Any] = {
     "ROUTES": None,  # path
     # dkim (issue 16): how often each process rereads the signing keys (`outbox dkim`).
     "DKIM_REFRESH": 60.0,  # seconds
+    # mailings (issue 16): outbox's public base URL (https://outbox.example.com); set, each
+    # mailing's mail carries List-Unsubscribe to its one-click page. Needs one SECRET_KEY
+    # for the web app and the workers, which sign the links.
+    "UNSUBSCRIBE_URL": None,  # URL
     "SMTP_TIMEOUT": 30.0,  # seconds one SMTP socket operation may take
     "POLL_INTERVAL": 20.0,  # seconds between worker ticks
     "BATCH_SIZE": 100,  # messages claimed at a time

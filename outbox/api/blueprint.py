@@ -114,6 +114,8 @@ NEEDS = {
     "api.list_webhooks": "manage",  # webhooks (issue 15): a URL may carry a receiver's key
     "api.show_webhook": "manage",
     "api.list_deliveries": "manage",
+    "api.create_mailing": "send",  # mailings (issue 16)
+    "api.append_recipients": "send",  # mailings (issue 16)
 }
 
 

@@ -5,6 +5,7 @@ bookkeeping in .ops, and the column types in .types.
 """
 
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
@@ -14,6 +15,7 @@ from ..extensions import Base
 from ..status import Status
 from .bounces import BounceMail
 from .dkim import DkimKey as DkimKey  # dkim (issue 16)
+from .mailings import Mailing, MailingAttachment, MailingAttachmentChunk  # mailings (issue 16)
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
 from .routes import ROUTE_CHARS, RouteHealth  # routes (issue 16)
 from .staff import ApiToken, AuditEvent, SignInFailure, User
@@ -64,6 +66,10 @@ class Message(Base):
     resent_from: Mapped[int | None] = mapped_column(
         ForeignKey("messages.id", ondelete="SET NULL"), index=True
     )
+    # mailings (issue 16): the mailing this row is a recipient of, and its fields for the
+    # templates. No foreign key: SQLite cannot add one without rebuilding messages.
+    mailing_id: Mapped[int | None] = mapped_column(BigInteger)
+    fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
     @property
     def sender(self) -> Mailbox:
@@ -156,6 +162,8 @@ Index("ix_messages_settled", Message.settled_at)
 Index("ix_messages_bodies", Message.bodies_dropped_at, Message.settled_at)
 # Covering for the dashboard's hourly chart: the range and the outcome, no row lookups.
 Index("ix_attempts_finished", Attempt.finished_at, Attempt.outcome)
+# mailings (issue 16): a mailing's progress is one GROUP BY status over its own rows.
+Index("ix_messages_mailing", Message.mailing_id, Message.status)
 
 
 # Set up the relationships now rather than at the first query or constructor call:
@@ -176,6 +184,9 @@ __all__ = [
     "Id",
     "Key",
     "LongText",
+    "Mailing",
+    "MailingAttachment",
+    "MailingAttachmentChunk",
     "Message",
     "Pause",
     "REPLY_CHARS",

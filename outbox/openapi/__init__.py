@@ -7,6 +7,7 @@ from typing import Any
 from ..schema import NewMessage
 from ..wire import Message, MessageDetail, Moved
 from . import (
+    mailings,  # mailings (issue 16)
     suppressions,  # suppression (issue 15)
     webhooks,
 )
@@ -46,6 +47,7 @@ def _schemas() -> dict[str, Schema]:
         "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
         **suppressions.schemas(),
         **webhooks.schemas(),  # webhooks (issue 15)
+        **mailings.schemas(),  # mailings (issue 16)
     }
 
 
@@ -99,6 +101,7 @@ def document() -> dict[str, Any]:
             "/api/webhooks/{id}/enable": webhooks.switch("Enable a webhook endpoint"),
             "/api/webhooks/{id}/disable": webhooks.switch("Disable a webhook endpoint"),
             "/api/webhooks/{id}/deliveries": webhooks.deliveries(),
+            **mailings.paths(),  # mailings (issue 16)
         },
         "components": {
             "securitySchemes": {

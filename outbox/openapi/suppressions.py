@@ -1,5 +1,6 @@
 """The OpenAPI operations of the suppression list: list it, add an address, take one off."""
 
+from .. import suppression
 from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, answer, closed
 
 MAX_LIMIT = 500  # as outbox.api.suppressions takes it
@@ -20,7 +21,7 @@ def schemas() -> dict[str, Schema]:
                 "exact, the domain as lower-case IDNA A-labels.",
             },
             "reason": text,
-            "source": {"type": "string", "enum": ["bounce", "smtp", "manual", "import"]},
+            "source": {"type": "string", "enum": list(suppression.SOURCES)},
             "created_at": {"type": "string", "format": "date-time"},
             "expires_at": {**maybe_time, "description": "null: for good"},
             "created_by": text,

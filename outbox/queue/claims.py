@@ -74,9 +74,11 @@ def claim_batch(
     raise AssertionError("unreachable")
 
 
-# What a mail is written from (mime.prepare reads these), beside what a claim needs.
+# What a mail is written from (mime.prepare reads these), beside what a claim needs;
+# mailing_id and fields: a mailing's recipient row is rendered from them (issue 16).
 MAIL_COLUMNS = ("subject", "from_addr", "from_name", "reply_to", "reply_to_name", "recipients",
-                "text_body", "html_body", "headers", "message_id", "attachment_count")  # fmt: skip
+                "text_body", "html_body", "headers", "message_id", "attachment_count",
+                "mailing_id", "fields")  # fmt: skip
 
 
 def _claim_columns(with_mail: bool) -> list[Any]:

@@ -1,5 +1,6 @@
 """What staff (and the API) do to one message, to chosen ones or to all failed ones."""
 
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -8,6 +9,7 @@ from ..addresses import Kind
 from ..checks import Upload
 from ..drafts import Draft
 from ..extensions import db
+from ..mailings import render as mailing_render  # mailings (issue 16)
 from ..models import Message, utcnow
 from ..status import Status, sources
 from ..suppression import screen as suppression_screen
@@ -78,6 +80,8 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         priority=old.priority,
         attachments=[Upload(*found) for found in read_attachments(message_id)],
     )
+    if old.mailing_id:  # mailings (issue 16): a recipient's copy is its mail as rendered
+        draft = dataclasses.replace(draft, **mailing_render.copied(old))
     return enqueue(draft, source=source, max_attempts=max_attempts, resent_from=message_id)[0]
 
 

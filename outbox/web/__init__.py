@@ -33,7 +33,7 @@ CONTENT_SECURITY_POLICY = (
 )
 # The blueprints of the pages.
 PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "suppressions", "bounces", "webhooks",
-         "routes")  # fmt: skip  # routes (issue 16)
+         "routes", "mailings")  # fmt: skip  # routes, mailings (issue 16)
 # What the error pages say, by status code.
 ERRORS = {
     400: ("Bad request", "The page could not make sense of what was sent."),
@@ -173,6 +173,7 @@ def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
 def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
     from . import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
+    from . import mailings as mailing_pages  # noqa: I001 (mailings, issue 16)
     from . import routes as route_pages  # routes (issue 16)
     from .roles import can
 
@@ -189,6 +190,7 @@ def init_app(app: Flask) -> None:
     blueprints = [auth.bp, dashboard.bp, messages.bp, bulk.bp, admin.bp, suppressions.bp,
                   bounces.bp, webhooks.bp]  # fmt: skip
     blueprints.append(route_pages.bp)  # routes (issue 16)
+    blueprints.append(mailing_pages.bp)  # mailings (issue 16)
     page_errors(app, blueprints)
     for blueprint in blueprints:
         app.register_blueprint(blueprint)

@@ -22,6 +22,7 @@ from .. import audit, pause, queue, reports
 from ..bounces import inbox
 from ..deliveries import partly_delivered
 from ..extensions import db
+from ..mailings import render as mailing_render  # mailings (issue 16)
 from ..models import Attachment, AttachmentChunk, Attempt, Message, utcnow
 from ..status import Status
 from ..wire import recipient_json
@@ -105,6 +106,7 @@ def _state(message: Message) -> dict[str, Any]:
 @bp.get("/<int:message_pk>")
 def show(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
+    mailing_render.onto(message)  # mailings (issue 16): rendered on view
     state = _state(message)
     if wants_fragment():
         return fragment("messages/_state.html", 200 if state["in_flight"] else 286, **state)
@@ -126,6 +128,7 @@ def show(message_pk: int) -> ResponseReturnValue:
 def html_body(message_pk: int) -> ResponseReturnValue:
     """The HTML body alone, for the sandboxed iframe on the message page."""
     message = _message(message_pk)
+    mailing_render.onto(message)  # mailings (issue 16): rendered on view
     response = Response(without_remote(message.html_body or ""), mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
     return response

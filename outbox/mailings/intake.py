@@ -1,0 +1,169 @@
+"""Taking a mailing in: its fields, then its recipients as they stream, stored all or none.
+
+The mailing row goes in first, in the request's transaction, then its recipients a chunk
+at a time (recipients.Writer); the transaction commits only once the last recipient is
+checked and stored. Any fault rolls it all back: a mailing the API acknowledged is in the
+database whole, and an error leaves nothing of it.
+"""
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import IO, Any, cast
+
+from sqlalchemy import Table, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from ..extensions import db
+from ..models import Mailing, MailingAttachment, MailingAttachmentChunk, utcnow
+from ..models.types import CHUNK_BYTES
+from . import head as heads
+from .head import Head, Invalid
+from .recipients import MAX_RECIPIENTS, Writer, inserted
+from .stream import Malformed, read
+
+MAILINGS = cast(Table, Mailing.__table__)
+OPEN, PAUSED, CANCELLED = "open", "paused", "cancelled"
+__all__ = ["Malformed", "Refusal", "append", "create"]
+
+
+class Refusal(Exception):
+    """A mailing not taken: the HTTP status, the text, and the errors naming each fault."""
+
+    def __init__(self, code: int, error: str, errors: list[dict[str, Any]] | None = None,
+                 **extra: Any) -> None:  # fmt: skip
+        super().__init__(error)
+        self.code, self.error, self.errors, self.extra = code, error, errors or [], extra
+
+
+def _fields_then_recipients(events: Iterator[tuple[str, Any]]) -> tuple[dict[str, Any], Any]:
+    """The fields before recipients, and the first recipient; Refusal if none come."""
+    fields: dict[str, Any] = {}
+    for kind, value in events:
+        if kind == "recipient":
+            return fields, value
+        if kind == "end":  # an empty list
+            raise Refusal(422, "the mailing was not created", [_none_listed()])
+        fields[value[0]] = value[1]
+    shape = {"field": "recipients", "error": "required: a list of {email, name?, fields?}"}
+    raise Refusal(422, "the mailing was not created", [shape])
+
+
+def _none_listed() -> dict[str, str]:
+    return {"field": "recipients", "error": "must list at least one recipient"}
+
+
+def _store_attachments(mailing_id: int, head: Head) -> None:
+    for upload in head.draft.attachments:
+        data = upload.data
+        stmt = insert(MailingAttachment).values(
+            mailing_id=mailing_id,
+            filename=upload.filename,
+            content_type=upload.content_type,
+            size=len(data),
+        )
+        key = inserted(stmt, {})
+        for seq, start in enumerate(range(0, len(data), CHUNK_BYTES)):
+            chunk = {"attachment_id": key, "seq": seq, "data": data[start : start + CHUNK_BYTES]}
+            db.session.execute(insert(MailingAttachmentChunk), chunk)
+
+
+def _mailing_row(head: Head, source: str, key: str | None, now: datetime) -> dict[str, Any]:
+    draft = head.draft
+    return {
+        "from_addr": draft.from_addr.address, "from_name": draft.from_addr.name,
+        "reply_to": draft.reply_to.address if draft.reply_to else None,
+        "reply_to_name": draft.reply_to.name if draft.reply_to else "",
+        "subject": draft.subject, "text_body": draft.text, "html_body": draft.html,
+        "headers": draft.headers or None, "priority": draft.priority,
+        "send_after": draft.send_after, "unsubscribe_url": head.unsubscribe_url,
+        "state": OPEN, "recipient_count": 0, "attachment_count": len(draft.attachments),
+        "created_at": now, "source": source, "idempotency_key": key,
+    }  # fmt: skip
+
+
+def find_by_key(source: str, key: str) -> Mailing | None:
+    stmt = select(Mailing).where(Mailing.source == source, Mailing.idempotency_key == key)
+    return db.session.execute(stmt).scalar_one_or_none()
+
+
+def create(body: IO[bytes], *, source: str, max_attempts: int, default_sender: str | None,
+           key: str | None = None) -> tuple[Mailing, bool]:  # fmt: skip
+    """Store a mailing and its recipients from a request body; the mailing, and whether new.
+
+    With an Idempotency-Key this source used before, the earlier mailing comes back and
+    the body is not read. Refusal naming every fault, with nothing stored.
+    """
+    if key is not None and (earlier := find_by_key(source, key)) is not None:
+        return earlier, False
+    now = utcnow()
+    events = read(body)
+    fields, first = _fields_then_recipients(events)
+    try:
+        head = heads.check(fields, default_sender)
+    except Invalid as exc:
+        raise Refusal(422, "the mailing was not created", exc.errors) from None
+    try:
+        mailing_id = inserted(insert(MAILINGS), _mailing_row(head, source, key, now))
+    except IntegrityError:
+        db.session.rollback()
+        earlier = find_by_key(source, key) if key is not None else None
+        if earlier is None:
+            raise
+        return earlier, False
+    _store_attachments(mailing_id, head)
+    writer = Writer(mailing_id, head, max_attempts, now)
+    writer.add(first)
+    _take(writer, events)
+    db.session.commit()
+    mailing = db.session.get(Mailing, mailing_id)
+    assert mailing is not None
+    return mailing, True
+
+
+def _take(writer: Writer, events: Iterator[tuple[str, Any]]) -> None:
+    """Store the rest of the recipients, count them on the mailing; Refusal (rolled back)
+    naming every fault, a field after the recipients among them."""
+    late: list[dict[str, Any]] = []
+    for kind, value in events:
+        if kind == "recipient" and not (writer.full or writer.count > MAX_RECIPIENTS):
+            writer.add(value)
+        elif kind == "field":
+            error = "must come before recipients: the body is read as a stream, in order"
+            late.append({"field": value[0], "error": error})
+    writer.flush()
+    errors = late + writer.errors
+    errors += [{"index": f["index"], "field": "email", "error": f"{f['address']} is {f['reason']}"}
+               for f in writer.rejected]  # fmt: skip
+    if errors:
+        db.session.rollback()
+        raise Refusal(422, "no recipient was stored", errors)
+    stmt = update(MAILINGS).where(MAILINGS.c.id == writer.mailing_id)
+    db.session.execute(stmt.values(recipient_count=MAILINGS.c.recipient_count + writer.count))
+
+
+def append(mailing_id: int, body: IO[bytes], *, max_attempts: int) -> tuple[Mailing, int]:
+    """Add the recipients of a body {"recipients": [...]} to an open or paused mailing, all or
+    none; the mailing and how many were added. Refusal if it is cancelled or not there."""
+    stmt = select(Mailing).where(Mailing.id == mailing_id).with_for_update()
+    # Locked until the commit: a pause or cancel waits for the append, and then moves the
+    # rows it added too; an append after a pause adds paused rows.
+    mailing = db.session.execute(stmt).scalar_one_or_none()
+    if mailing is None:
+        raise Refusal(404, f"no mailing {mailing_id}")
+    if mailing.state == CANCELLED:
+        db.session.rollback()
+        raise Refusal(409, "the mailing is cancelled: nothing can be added to it")
+    events = read(body)
+    fields, first = _fields_then_recipients(events)
+    if fields:
+        db.session.rollback()
+        errors = [{"field": name, "error": "is not a field of an append (only recipients)"}
+                  for name in fields]  # fmt: skip
+        raise Refusal(422, "no recipient was stored", errors)
+    head = heads.of_mailing(mailing)
+    writer = Writer(mailing.id, head, max_attempts, utcnow(), paused=mailing.state == PAUSED)
+    writer.add(first)
+    _take(writer, events)
+    db.session.commit()
+    db.session.refresh(mailing)
+    return mailing, writer.count

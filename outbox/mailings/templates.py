@@ -1,0 +1,105 @@
+"""A mailing's templates: checked at creation, compiled once per process, rendered per recipient.
+
+Templates run in Jinja2's sandbox with StrictUndefined: an unsafe attribute
+(`''.__class__`) or a field the recipient lacks is an error, never an empty string.
+HTML is autoescaped, the subject and the text body are not.
+"""
+
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, meta, nodes
+from jinja2.sandbox import SandboxedEnvironment
+
+# The templates of a mailing by the field that carries them on the wire.
+TEMPLATE_FIELDS = ("subject", "text", "html", "unsubscribe_url")
+# Variables every recipient has beside its own fields.
+BUILTIN_VARIABLES = frozenset({"email", "name", "unsubscribe_token"})
+# Compiled mailings each process keeps (a mailing's templates are a few KB to a few MB).
+CACHE_SIZE = 32
+
+_plain = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
+_html = SandboxedEnvironment(undefined=StrictUndefined, autoescape=True)
+
+
+class TemplateProblem(Exception):
+    """A template that cannot be compiled or rendered; field names the template."""
+
+    def __init__(self, field: str, error: str) -> None:
+        super().__init__(f"{field}: {error}")
+        self.field, self.error = field, error
+
+
+def _environment(field: str) -> SandboxedEnvironment:
+    return _html if field == "html" else _plain
+
+
+def _parsed(field: str, source: str) -> nodes.Template:
+    try:
+        return _environment(field).parse(source)
+    except TemplateSyntaxError as exc:
+        raise TemplateProblem(field, f"line {exc.lineno}: {exc.message}") from None
+
+
+def variables(sources: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
+    """The recipient fields each template uses; TemplateProblem naming a syntax error's line."""
+    found = {}
+    for field, source in sources.items():
+        if source:
+            used = meta.find_undeclared_variables(_parsed(field, source))
+            found[field] = frozenset(used - set(_environment(field).globals) - BUILTIN_VARIABLES)
+    return found
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A mailing's templates ready to render, by field."""
+
+    templates: dict[str, Any]
+
+    def render(self, values: Mapping[str, Any]) -> dict[str, str | None]:
+        """Each template rendered with values; TemplateProblem naming the field if one fails."""
+        rendered: dict[str, str | None] = dict.fromkeys(TEMPLATE_FIELDS)
+        for field, template in self.templates.items():
+            try:
+                rendered[field] = template.render(values)
+            except (TemplateError, ArithmeticError, TypeError, ValueError) as exc:
+                raise TemplateProblem(field, f"{type(exc).__name__}: {exc}") from None
+        return rendered
+
+
+def compile_templates(sources: Mapping[str, str | None]) -> Compiled:
+    """The templates compiled; TemplateProblem for a syntax error."""
+    compiled = {}
+    for field, source in sources.items():
+        if source:
+            try:
+                compiled[field] = _environment(field).from_string(source)
+            except TemplateSyntaxError as exc:
+                raise TemplateProblem(field, f"line {exc.lineno}: {exc.message}") from None
+    return Compiled(compiled)
+
+
+class Cache:
+    """The compiled templates of the mailings a process sent lately, least recently used out."""
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self.size, self._lock = size, threading.Lock()
+        self._found: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        with self._lock:
+            if key in self._found:
+                self._found.move_to_end(key)
+                return self._found[key]
+        return None
+
+    def put(self, key: Any, value: Any) -> None:
+        with self._lock:
+            self._found[key] = value
+            self._found.move_to_end(key)
+            while len(self._found) > self.size:
+                self._found.popitem(last=False)
