@@ -179,8 +179,8 @@ def test_message_page_shows_each_marked_field_as_text(signed_in, marked):
     assert page.find("pre", class_="body").text == MARKUP
     assert page.find("ul", class_="attachments").find("a").text == f"{IMG}.txt"
     attempt = page.find("table", class_="attempts").find("tbody").find("tr")
-    cells = [td.text for td in attempt.find_all("td")]
-    assert (cells[2], cells[5]) == (MARKUP, f"550 {MARKUP}")
+    cells = {td["data-label"]: td.text for td in attempt.find_all("td")}
+    assert (cells["Worker"], cells["Error"]) == (MARKUP, f"550 {MARKUP}")
 
 
 def test_dashboard_shows_marked_worker_and_failure_as_text(signed_in, marked):
