@@ -104,7 +104,9 @@ def served(setting: Setting, app: str, env: dict[str, str]) -> Iterator[Served]:
     env = {**os.environ, **env}
     if app == FLOOR:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(HERE), env.get("PYTHONPATH")]))
-    process = subprocess.Popen(setting.command(app, port), env=env)
+    # A process group of its own, ended whole: a worker must not outlive a master that
+    # had to be killed.
+    process = subprocess.Popen(setting.command(app, port), env=env, process_group=0)
     try:
         deadline = time.monotonic() + 30
         while not (_answers(port) and len(children(process.pid)) >= setting.workers):
@@ -117,5 +119,7 @@ def served(setting: Setting, app: str, env: dict[str, str]) -> Iterator[Served]:
         try:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
