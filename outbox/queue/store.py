@@ -17,7 +17,7 @@ from ..extensions import AUTOCOMMIT, db
 from ..models import Message, utcnow
 from ..status import Status
 from ..suppression import screen as suppression_screen
-from . import attachments
+from . import attachments, direct
 from .moves import MESSAGES
 
 INSERT_MESSAGE = insert(MESSAGES)
@@ -101,11 +101,11 @@ def _insert_with_attachments(
 
 
 def _insert_alone(row: dict[str, object]) -> Message:
-    """The row in an INSERT that commits itself: one round trip, no COMMIT after it."""
-    with db.engines[AUTOCOMMIT].connect() as conn:
-        key = conn.execute(INSERT_MESSAGE, row).inserted_primary_key
-    assert key is not None
-    return _as_stored(key[0], row)
+    """The row in an INSERT that commits itself: one round trip, no COMMIT after it.
+
+    Straight through the driver (queue.direct): the API's single messages all come here.
+    """
+    return _as_stored(direct.insert_row(db.engines[AUTOCOMMIT], MESSAGES, row), row)
 
 
 # A batch's messages keep the request's Idempotency-Key with their place in the batch
