@@ -330,6 +330,20 @@ def test_a_direct_insert_that_breaks_a_constraint_raises_sqlalchemys_error(app, 
         store.direct.insert_row(db.engines[store.AUTOCOMMIT], store.MESSAGES, row)
 
 
+def test_a_direct_insert_that_cannot_connect_raises_sqlalchemys_error(app, db_kind):
+    """Engine.raw_connection raises the driver's error; the API answers 503 for SQLAlchemy's."""
+    if db_kind == "sqlite":
+        pytest.skip("no autocommit engine on SQLite")
+    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
+    row = store._message_row(draft, utcnow(), source="test", max_attempts=3)
+    nowhere = sa.create_engine(db.engine.url.set(host="127.0.0.1", port=1))
+    try:
+        with pytest.raises(sa.exc.OperationalError):
+            store.direct.insert_row(nowhere, store.MESSAGES, row)
+    finally:
+        nowhere.dispose()
+
+
 def test_a_move_the_table_does_not_allow_is_refused_before_it_is_sent():
     with pytest.raises(ValueError, match="status.MOVES"):
         moves.guarded(Status.SENT, Status.QUEUED)

@@ -4,8 +4,9 @@ The statement is compiled by SQLAlchemy once per engine and set of columns, and 
 value goes through the column type's own bind processing (the JSON column's encoder);
 only Connection.execute's per-call machinery is skipped, about a third of the INSERT's
 CPU (bench/README's enqueue section). Errors come out as SQLAlchemy raises them
-(OperationalError, IntegrityError, ...), and a connection the server dropped is
-invalidated, as Connection.execute does. SQLAlchemy's cursor events do not see it.
+(OperationalError, IntegrityError, ...), connecting included (Engine.raw_connection
+raises the driver's own), and a connection the server dropped is invalidated, as
+Connection.execute does. SQLAlchemy's cursor events do not see it.
 tests/test_queue.py holds the rows it writes to those of a Core INSERT.
 """
 
@@ -54,8 +55,14 @@ def insert_row(engine: Engine, table: Table, row: Mapping[str, Any]) -> int:
     for name, process in statement.processors:
         values[name] = process(values[name])
     params: Any = tuple(values[n] for n in statement.positions) if statement.positions else values
-    dbapi = engine.dialect.loaded_dbapi
-    connection = engine.raw_connection()  # SQLAlchemy's own errors if it cannot connect
+    dialect, dbapi = engine.dialect, engine.dialect.loaded_dbapi
+    try:
+        connection = engine.raw_connection()
+    except dbapi.Error as error:  # what Connection() raises when it cannot connect
+        lost = dialect.is_disconnect(error, None, None)
+        raise exc.DBAPIError.instance(
+            None, None, error, dbapi.Error, connection_invalidated=lost, dialect=dialect
+        ) from error
     cursor = None
     try:
         cursor = connection.cursor()
@@ -63,10 +70,11 @@ def insert_row(engine: Engine, table: Table, row: Mapping[str, Any]) -> int:
         pk = cursor.fetchone()[0] if statement.returning else cursor.lastrowid  # type: ignore[index]
         cursor.close()
     except dbapi.Error as error:
-        if engine.dialect.is_disconnect(error, connection.dbapi_connection, cursor):
+        lost = dialect.is_disconnect(error, connection.dbapi_connection, cursor)
+        if lost:
             connection.invalidate(error)
         raise exc.DBAPIError.instance(
-            statement.sql, params, error, dbapi.Error, dialect=engine.dialect
+            statement.sql, params, error, dbapi.Error, connection_invalidated=lost, dialect=dialect
         ) from error
     finally:
         connection.close()
