@@ -1,6 +1,6 @@
 """The API under the HTTP servers README names for production, gunicorn and granian, on MariaDB.
 
-Each runs as deploy/ starts it (two processes, four threads each): clients post over
+Each runs as deploy/ sets it up (two processes, four threads each): clients post over
 keep-alive connections a mix of good, bad, chunked, repeated and abandoned requests,
 schemathesis fuzzes the API over HTTP, and a SIGTERM with a request half sent must end
 every process of the server. The database must hold exactly the messages acknowledged.
@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import random
+import shlex
 import signal
 import socket
 import sys
@@ -43,15 +44,25 @@ pytestmark = [
 ]
 BIN = Path(sys.executable).parent
 LIMIT = 100_000  # OUTBOX_MAX_MESSAGE_BYTES here: a larger body is refused with 413
-# The command lines of deploy/ (gunicorn.conf.py, outbox-web-granian.service), on a free port.
+DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+
+
+def _granian(port: int) -> list[str]:
+    """deploy/outbox-web-granian.service's ExecStart, with this venv's granian, on port."""
+    unit = (DEPLOY / "outbox-web-granian.service").read_text().splitlines()
+    words = shlex.split(next(x for x in unit if x.startswith("ExecStart=")).partition("=")[2])
+    words[0] = str(BIN / "granian")
+    words[words.index("--port") + 1] = str(port)
+    return words
+
+
+# granian as deploy/ runs it; gunicorn as deploy/gunicorn.conf.py sets it up (processes,
+# threads, graceful stop), which tests/test_deploy.py starts as it is.
 COMMANDS = {
     "gunicorn": lambda port: [str(BIN / "gunicorn"), "--workers", "2", "--worker-class",
                               "gthread", "--threads", "4", "--bind", f"127.0.0.1:{port}",
-                              "--graceful-timeout", "10", "outbox:create_app()"],
-    "granian": lambda port: [str(BIN / "granian"), "--interface", "wsgi", "--factory",
-                             "--workers", "2", "--blocking-threads", "4", "--host",
-                             "127.0.0.1", "--port", str(port), "--workers-kill-timeout", "10",
-                             "outbox:create_app"],
+                              "--graceful-timeout", "30", "outbox:create_app()"],
+    "granian": _granian,
 }  # fmt: skip
 
 
@@ -218,6 +229,32 @@ def test_sigterm_with_a_request_half_sent_ends_every_process(server, app):
         stuck.close()
         conn.close()
     assert len(_stored()) == 1
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found.update(int(p) for p in (task / "children").read_text().split())
+    return found
+
+
+def test_sighup_replaces_every_web_process_while_the_api_answers(server, app):
+    """`systemctl reload outbox-web`: new processes (on new code), no request lost."""
+    auth = {"Authorization": f"Bearer {tokens.create('served')}"}
+    before = _children(server.process.pid)
+    server.process.send_signal(signal.SIGHUP)
+    acknowledged: set[int] = set()
+    deadline = time.monotonic() + 60
+    while (now := _children(server.process.pid)) & before or len(now) < len(before):
+        assert time.monotonic() < deadline, f"still running after HUP: {now & before}"
+        conn = server.connect()
+        try:
+            response = _request(server, conn, "valid", len(acknowledged), auth)
+            assert response is not None and response.status == 201
+            acknowledged.add(json.loads(response.read())["id"])
+        finally:
+            conn.close()
+    assert acknowledged and _stored() == acknowledged
 
 
 def _group_alive(pgid: int) -> bool:
