@@ -297,53 +297,6 @@ def test_a_message_without_attachments_is_one_statement_that_commits_itself(
     assert fresh(message.id).message_id == message.message_id
 
 
-def test_the_direct_insert_stores_the_row_a_core_insert_stores(app, db_kind):
-    """queue.direct against SQLAlchemy's Core INSERT: every column read back the same."""
-    if db_kind == "sqlite":
-        pytest.skip("no autocommit engine on SQLite: the Core INSERT is the only one")
-    draft = make_draft(from_addr="Ann Bé <ann@example.com>", to=["rcpt@example.com"],
-                       cc=["Cé <c@bücher.example>"], text="hi €", html="<p>hi</p>",
-                       headers={"X-Tag": "é"}, priority=-3,
-                       send_after=utcnow() + timedelta(minutes=5))  # fmt: skip
-    row = store._message_row(draft, utcnow(), source="test", max_attempts=3,
-                             idempotency_key="k1", request_hash="h")  # fmt: skip
-    engine = db.engines[store.AUTOCOMMIT]
-    direct = store.direct.insert_row(engine, store.MESSAGES, row)
-    twin = {**row, "message_id": row["message_id"].replace("<", "<t"), "idempotency_key": "k2"}
-    with engine.connect() as conn:
-        core = conn.execute(store.INSERT_MESSAGE, twin).inserted_primary_key[0]
-    table = store.MESSAGES
-    columns = [c for c in table.c if c.name not in ("id", "message_id", "idempotency_key")]
-    query = sa.select(table.c.id, *columns).where(table.c.id.in_([direct, core]))
-    stored = {pk: tuple(r) for pk, *r in db.session.execute(query)}
-    assert stored[direct] == stored[core]
-    assert fresh(direct).recipients == row["recipients"]
-
-
-def test_a_direct_insert_that_breaks_a_constraint_raises_sqlalchemys_error(app, db_kind):
-    if db_kind == "sqlite":
-        pytest.skip("no autocommit engine on SQLite")
-    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
-    row = store._message_row(draft, utcnow(), source="test", max_attempts=3)
-    store.direct.insert_row(db.engines[store.AUTOCOMMIT], store.MESSAGES, row)
-    with pytest.raises(sa.exc.IntegrityError):  # the same Message-ID again
-        store.direct.insert_row(db.engines[store.AUTOCOMMIT], store.MESSAGES, row)
-
-
-def test_a_direct_insert_that_cannot_connect_raises_sqlalchemys_error(app, db_kind):
-    """Engine.raw_connection raises the driver's error; the API answers 503 for SQLAlchemy's."""
-    if db_kind == "sqlite":
-        pytest.skip("no autocommit engine on SQLite")
-    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
-    row = store._message_row(draft, utcnow(), source="test", max_attempts=3)
-    nowhere = sa.create_engine(db.engine.url.set(host="127.0.0.1", port=1))
-    try:
-        with pytest.raises(sa.exc.OperationalError):
-            store.direct.insert_row(nowhere, store.MESSAGES, row)
-    finally:
-        nowhere.dispose()
-
-
 def test_a_move_the_table_does_not_allow_is_refused_before_it_is_sent():
     with pytest.raises(ValueError, match="status.MOVES"):
         moves.guarded(Status.SENT, Status.QUEUED)
