@@ -80,7 +80,9 @@ class BatchSender:
         try:
             for chain, part in chains.items():
                 for n, route in enumerate(chain):
-                    part = throttle.admit(part, route, utcnow())  # the others wait, no attempt
+                    admitted = throttle.admit(part, route, utcnow())  # the others wait
+                    tally.held += len(part) - len(admitted)  # not an attempt
+                    part = admitted
                     if not part:
                         break
                     with pools.session(route) as session:

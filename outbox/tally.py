@@ -11,6 +11,7 @@ class Tally:
     released: int = 0  # handed back unstarted on a stop
     reclaimed: int = 0  # taken back from workers that died
     lost: int = 0  # outcomes not recorded because the claim had passed to another worker
+    held: int = 0  # handed back to wait for a rate limit's turn (throttle), not attempted
     paused: bool = False  # stopped claiming because sending is paused (outbox.pause)
     # Why sending stopped: a fault of the server or the settings, not of the messages.
     fault: str | None = None
@@ -27,8 +28,10 @@ class Tally:
 
     def summary(self, seconds: float) -> str | None:
         """The pass's one log line, or None if it did nothing (an idle worker is quiet)."""
-        if not (self.sent or self.deferred or self.failed or self.released or self.reclaimed):
+        if not (self.sent or self.deferred or self.failed or self.released or self.reclaimed
+                or self.held):  # fmt: skip
             return None
         more = [f"took back {self.reclaimed} from dead workers"] if self.reclaimed else []
         more += [f"handed back {self.released}"] if self.released else []
+        more += [f"held back {self.held} for rate limits"] if self.held else []
         return ", ".join([str(self), *more]) + f" in {seconds:.1f} s"

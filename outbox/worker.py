@@ -139,9 +139,10 @@ class Worker(BatchSender):
                     run.ended.set()
                 continue
             # An empty claim is not an empty queue: rows may sit under another
-            # worker's claim that is about to be rolled back, and messages a rate limit
-            # held back (throttle) come due again within moments: wait for those too.
-            if not queue.has_due(utcnow() + timedelta(seconds=EMPTY_CLAIM_PATIENCE)):
+            # worker's claim that is about to be rolled back. Messages a rate limit held
+            # back (throttle) come due again within moments: while there are, wait for them.
+            ahead = timedelta(seconds=EMPTY_CLAIM_PATIENCE if run.tally.held else 0)
+            if not queue.has_due(utcnow() + ahead):
                 break
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since > EMPTY_CLAIM_PATIENCE:

@@ -83,3 +83,16 @@ def test_the_dashboard_shows_a_domain_at_its_limit_while_messages_wait_for_their
     assert (
         row.find_all("td")[3].find("time")["datetime"] == held_until.isoformat("T", "seconds") + "Z"
     )
+
+
+@pytest.mark.all_databases
+def test_one_pass_sends_a_throttled_backlog_at_its_limit_without_spending_attempts(
+    smtp_app, smtp, make_message
+):
+    with_limits(smtp_app, {"example.com": 20})  # a bucket of 4, 20 a second after
+    due = [make_message(to=[f"r{n}@example.com"]) for n in range(40)]
+    tally = Worker().drain()  # one pass, as at the default 20 s tick: it waits for the turns
+    assert (tally.sent, tally.deferred, tally.failed) == (40, 0, 0)
+    assert tally.held > 0  # held back and sent later in the same pass
+    assert sorted(smtp.recorder.message_ids()) == sorted(m.message_id for m in due)
+    assert {fresh(m.id).attempts for m in due} == {1}
