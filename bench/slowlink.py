@@ -176,7 +176,10 @@ def main(argv: list[str] | None = None) -> int:
                 extra["OUTBOX_BATCH_SIZE"] = str(args.batch)
             folder = Path(tempfile.mkdtemp(prefix="outbox-slowlink-"))
             env = drain.worker_env(args.url, address[0], address[1], folder, extra)
+            watched = [drain.database_pid(), sink.process.pid, *(line.pid for line in lines[1:])]
+            before = [drain.cpu_seconds(pid) for pid in watched]
             elapsed, runs = drain.drain(args.processes, env, folder, None)
+            spent = [drain.cpu_seconds(pid) - was for pid, was in zip(watched, before, strict=True)]
             rate = args.messages / elapsed
             print(f"outbox, {args.processes} processes x {per} connections: drained "
                   f"{args.messages:,} in {elapsed:.1f} s: {rate:,.0f} mails/s "
@@ -186,6 +189,9 @@ def main(argv: list[str] | None = None) -> int:
                 counts = "sent {}, deferred {}, failed {}".format(*tally) if tally else "no tally"
                 print(f"  process {n}: exit {run.code}, {counts}, CPU {run.cpu:.1f} s, "
                       f"peak RSS {run.peak_kib / 1024:.0f} MiB")  # fmt: skip
+            names = ("database server", "sink", "delay line")
+            said = [f"{name} {seconds:.1f} s" for name, seconds in zip(names, spent, strict=False)]
+            print("  CPU meanwhile: " + ", ".join(said))
             ok = drain.verdict(app, args.messages, sink)
         finally:
             for each in sinks:

@@ -10,6 +10,9 @@ from .rendered import Prepared, Rendered
 # a 552 there is to be taken as the 452 it should have been): those recipients go in a
 # further transaction, and the next mail's commands wait for it.
 TOO_MANY = frozenset({452, 552})
+# A mail's content goes out in writes of about this many bytes: a small mail in one,
+# with its final dot (a write per piece cost a system call and a packet each).
+WRITE_BYTES = 64 * 1024
 # smtplib's dot-stuffing: a line that starts with "." gets another.
 LINE_DOT = re.compile(rb"(?m)^\.")
 
@@ -164,16 +167,20 @@ def _data(host: smtplib.SMTP, data: Rendered, then: bytes = b"") -> tuple[int, b
 
     `then` goes out in the same write as the dot.
     """
-    held = b""
+    held: list[bytes] = []  # pieces gathered into writes of about WRITE_BYTES
+    size = 0
     for piece in data.pieces():
         if not piece:
             continue
-        if held:
-            host.send(held)
+        if size >= WRITE_BYTES:
+            host.send(b"".join(held))
+            held, size = [], 0
         # Base64 lines never start with a dot; find() is far cheaper than the regex.
         dotted = piece.startswith(b".") or piece.find(b"\n.") >= 0
-        held = LINE_DOT.sub(b"..", piece) if dotted else piece
-    # The last piece goes with the final dot in one write, as smtplib sends it.
-    end = b".\r\n" if held.endswith(b"\r\n") else b"\r\n.\r\n"
-    host.send(held + end + then)
+        held.append(LINE_DOT.sub(b"..", piece) if dotted else piece)
+        size += len(held[-1])
+    # The rest goes with the final dot in one write, as smtplib sends it.
+    last = held[-1] if held else b""
+    end = b".\r\n" if last.endswith(b"\r\n") else b"\r\n.\r\n"
+    host.send(b"".join([*held, end, then]))
     return host.getreply()
