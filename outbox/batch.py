@@ -75,10 +75,12 @@ class BatchSender:
         for claim in claims:
             chains.setdefault(table.choose(claim.mail), []).append(claim)
         tally, started = Tally(), time.monotonic()
-        renewed = [claimed_at or started]
         pools = self.pools or Pools()
         try:
             for chain, part in chains.items():
+                # Each part's claims were last renewed at the claim, whatever the parts
+                # before it renewed of their own.
+                renewed = [claimed_at or started]
                 for n, route in enumerate(chain):
                     admitted = throttle.admit(part, route, utcnow())  # the others wait
                     tally.held += len(part) - len(admitted)  # not an attempt
