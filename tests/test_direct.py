@@ -30,7 +30,7 @@ def test_the_direct_insert_stores_the_row_a_core_insert_stores(app):
                        cc=["Cé <c@bücher.example>"], text="hi €", html="<p>hi</p>",
                        headers={"X-Tag": "é"}, priority=-3,
                        send_after=utcnow() + timedelta(minutes=5))  # fmt: skip
-    row = store._message_row(draft, utcnow(), source="test", max_attempts=3,
+    row = store.message_row(draft, utcnow(), source="test", max_attempts=3,
                              idempotency_key="k1", request_hash="h")  # fmt: skip
     engine = db.engines[store.AUTOCOMMIT]
     direct = store.direct.insert_row(engine, store.MESSAGES, row)
@@ -47,7 +47,7 @@ def test_the_direct_insert_stores_the_row_a_core_insert_stores(app):
 
 def test_a_direct_insert_that_breaks_a_constraint_raises_sqlalchemys_error(app):
     draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
-    row = store._message_row(draft, utcnow(), source="test", max_attempts=3)
+    row = store.message_row(draft, utcnow(), source="test", max_attempts=3)
     store.direct.insert_row(db.engines[store.AUTOCOMMIT], store.MESSAGES, row)
     with pytest.raises(sa.exc.IntegrityError):  # the same Message-ID again
         store.direct.insert_row(db.engines[store.AUTOCOMMIT], store.MESSAGES, row)
@@ -56,7 +56,7 @@ def test_a_direct_insert_that_breaks_a_constraint_raises_sqlalchemys_error(app):
 def test_a_direct_insert_that_cannot_connect_raises_sqlalchemys_error(app):
     """Engine.raw_connection raises the driver's error; the API answers 503 for SQLAlchemy's."""
     draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
-    row = store._message_row(draft, utcnow(), source="test", max_attempts=3)
+    row = store.message_row(draft, utcnow(), source="test", max_attempts=3)
     nowhere = sa.create_engine(db.engine.url.set(host="127.0.0.1", port=1))
     try:
         with pytest.raises(sa.exc.OperationalError):

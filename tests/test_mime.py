@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from outbox import mime
 from outbox.addresses import LINE_BREAK
-from outbox.queue.store import _msgid_domain
+from outbox.queue.store import msgid_domain
 from outbox.rendered import Features
 
 from .mailcheck import MSG_ID, check, long_lines, parsed
@@ -207,7 +207,7 @@ def test_a_non_ascii_local_part_needs_smtputf8_and_is_never_rewritten() -> None:
 
 def test_message_ids_are_valid_msg_ids_with_a_labels() -> None:
     sender = SimpleNamespace(domain="bücher.example")
-    assert _msgid_domain(sender) == "xn--bcher-kva.example"  # type: ignore[arg-type]
+    assert msgid_domain(sender) == "xn--bcher-kva.example"  # type: ignore[arg-type]
     for stored in ["<1.2.3@bücher.example>", "<=?utf-8?q?x?=@b>", "junk", ""]:
         data = data_of(make_row(message_id=stored))
         msgid = parsed(data)["Message-ID"]

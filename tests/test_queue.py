@@ -254,7 +254,7 @@ def test_message_ids_stay_apart_when_the_program_seeds_random(app):
     ids = set()
     for _ in range(3):
         random.seed(7)
-        ids.add(store._message_row(draft, utcnow())["message_id"])
+        ids.add(store.message_row(draft, utcnow())["message_id"])
     assert len(ids) == 3
 
 

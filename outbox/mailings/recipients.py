@@ -6,7 +6,6 @@ inserted in the caller's transaction, so a request's recipients are stored all o
 """
 
 import json
-import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,8 +17,7 @@ from ..addresses import LINE_BREAK, LINE_BREAK_ERROR, parse
 from ..checks import UNSTORABLE_ERROR, unstorable
 from ..extensions import db
 from ..queue.moves import MESSAGES
-from ..queue.store import _msgid_domain
-from ..status import Status
+from ..queue.store import message_row, msgid_domain
 from ..suppression import screen
 from .head import Head
 from .templates import TemplateProblem
@@ -90,7 +88,7 @@ class Writer:
         self.allowed = frozenset(current_app.config["ALLOWED_SPECIAL_DOMAINS"])
         self.needed = self.head.needed()
         self.in_subject = self.head.used.get("subject", frozenset())
-        self.domain = _msgid_domain(self.head.draft.from_addr)
+        self.domain = msgid_domain(self.head.draft.from_addr)
 
     @property
     def full(self) -> bool:
@@ -137,28 +135,15 @@ class Writer:
         return []
 
     def _row(self, checked: dict[str, Any]) -> dict[str, Any]:
-        draft, now = self.head.draft, self.now
-        due = max(draft.send_after, now) if draft.send_after else now
-        return {
-            "message_id": f"<{secrets.token_hex(16)}@{self.domain}>",
-            "from_addr": draft.from_addr.address,
-            "from_name": draft.from_addr.name,
-            "reply_to": draft.reply_to.address if draft.reply_to else None,
-            "reply_to_name": draft.reply_to.name if draft.reply_to else "",
-            "recipients": [checked["entry"]],
-            "subject": "",
-            "priority": draft.priority,
-            "send_after": draft.send_after,
-            "status": Status.QUEUED.value,
-            "attempts": 0,
-            "max_attempts": self.max_attempts,
-            "next_attempt_at": PAUSED_UNTIL if self.paused else due,
-            "created_at": now,
-            "source": f"mailing:{self.mailing_id}",
-            "attachment_count": self.head.attachment_count,
-            "mailing_id": self.mailing_id,
-            "fields": checked["fields"] or None,
-        }
+        """A recipient's message row: the store's, with the body left to the mailing."""
+        paused = {"next_attempt_at": PAUSED_UNTIL} if self.paused else {}
+        return message_row(
+            self.head.draft, self.now, domain=self.domain, recipients=[checked["entry"]],
+            subject="", text_body=None, html_body=None, headers=None,
+            max_attempts=self.max_attempts, source=f"mailing:{self.mailing_id}",
+            attachment_count=self.head.attachment_count, mailing_id=self.mailing_id,
+            fields=checked["fields"] or None, **paused,
+        )  # fmt: skip
 
     def flush(self) -> None:
         """Insert the rows waiting, with their suppressed recipients marked (suppression.screen)."""

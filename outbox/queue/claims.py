@@ -3,10 +3,10 @@
 import functools
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import ColumnElement, Executable, Row, Update, bindparam, case, exists, select
 from sqlalchemy.exc import DBAPIError
@@ -17,6 +17,7 @@ from ..status import CLAIMABLE, Status
 from .moves import MESSAGES, changed, guarded
 
 CLAIM_TRIES = 8
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,20 @@ def retryable(exc: DBAPIError) -> bool:
     return "database is locked" in str(orig)  # SQLite
 
 
+def with_retries(step: Callable[[], T]) -> T:
+    """Run step, a whole transaction that commits itself, again after a deadlock, a lock
+    timeout or a busy database (up to CLAIM_TRIES times, with a short random wait)."""
+    for attempt in range(CLAIM_TRIES):
+        try:
+            return step()
+        except DBAPIError as exc:
+            db.session.rollback()
+            if not retryable(exc) or attempt == CLAIM_TRIES - 1:
+                raise
+            time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 def claim_batch(
     worker_id: str, limit: int, now: datetime | None = None, *, with_mail: bool = False
 ) -> list[Claim]:
@@ -50,28 +65,23 @@ def claim_batch(
     with_mail, each claim also carries the columns a mail is written from (claim.mail),
     read in the claim's own transaction.
     """
-    for attempt in range(CLAIM_TRIES):
+
+    def step() -> list[Claim]:
         moment = now or utcnow()
-        try:
-            rows = _claim_rows(worker_id, limit, moment, with_mail)
-            if with_mail and rows and db.engine.dialect.name != "sqlite":
-                # Read for the chosen rows only: a lane holds up to limit rows, and
-                # at a million messages both lanes do.
-                ids = [r.id for r in rows]
-                mails = {m.id: m for m in db.session.execute(_claimed_mail(), {"ids": ids})}
-                rows = [mails[i] for i in ids]
-            db.session.commit()
-        except DBAPIError as exc:
-            db.session.rollback()
-            if not retryable(exc) or attempt == CLAIM_TRIES - 1:
-                raise
-            time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
-            continue
+        rows = _claim_rows(worker_id, limit, moment, with_mail)
+        if with_mail and rows and db.engine.dialect.name != "sqlite":
+            # Read for the chosen rows only: a lane holds up to limit rows, and
+            # at a million messages both lanes do.
+            ids = [r.id for r in rows]
+            mails = {m.id: m for m in db.session.execute(_claimed_mail(), {"ids": ids})}
+            rows = [mails[i] for i in ids]
+        db.session.commit()
         return [
             Claim(r.id, worker_id, r.attempts, r.max_attempts, moment, r if with_mail else None)
             for r in rows
         ]
-    raise AssertionError("unreachable")
+
+    return with_retries(step)
 
 
 # What a mail is written from (mime.prepare reads these), beside what a claim needs;

@@ -39,7 +39,7 @@ def enqueue(
     message this one copies (staff's "Send again").
     """
     now = now or utcnow()
-    row = _message_row(
+    row = message_row(
         draft,
         now,
         source=source,
@@ -134,7 +134,7 @@ def batch_fingerprint(drafts: Sequence[Draft]) -> str:
     return digest.hexdigest()
 
 
-def _msgid_domain(sender: Mailbox) -> str:
+def msgid_domain(sender: Mailbox) -> str:
     """The domain of a sender's Message-IDs: its own as A-labels (a msg-id is ASCII), if
     IDNA2008 takes it and it fits the Message-ID column."""
     try:
@@ -144,14 +144,17 @@ def _msgid_domain(sender: Mailbox) -> str:
     return domain if domain and len(domain) <= 200 else "outbox.invalid"
 
 
-def _message_row(draft: Draft, now: datetime, **values: object) -> dict[str, object]:
-    """The column values of a new queued message."""
+def message_row(
+    draft: Draft, now: datetime, *, domain: str | None = None, **values: object
+) -> dict[str, object]:
+    """The column values of a new queued message; domain: msgid_domain(draft.from_addr),
+    when the caller has it already (a mailing's many rows)."""
     return {
         # Fixed here and sent on every attempt, so a receiver can tell a retry
         # from a new mail.
         # 128 bits from the OS, not the random module, which the embedding program
         # may seed (test tools do).
-        "message_id": f"<{secrets.token_hex(16)}@{_msgid_domain(draft.from_addr)}>",
+        "message_id": f"<{secrets.token_hex(16)}@{domain or msgid_domain(draft.from_addr)}>",
         "from_addr": draft.from_addr.address,
         "from_name": draft.from_addr.name,
         "reply_to": draft.reply_to.address if draft.reply_to else None,
@@ -230,7 +233,7 @@ def enqueue_batch(
     keyed = idempotency_key is not None
     request_hash = batch_fingerprint(drafts) if keyed else None
     rows = [
-        _message_row(
+        message_row(
             draft,
             now,
             source=source,

@@ -21,25 +21,21 @@ transaction of its own before the locking read: two workers making it at once bo
 succeed, and one row results.
 """
 
-import random
-import time
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.dialects import mysql, postgresql, sqlite
-from sqlalchemy.exc import DBAPIError
 
 from .. import queue
 from ..extensions import db
 from ..models import Throttle
-from ..queue.claims import retryable
+from ..queue.claims import with_retries
 from .buckets import Bucket, burst_of
 from .keys import Needs
 
 THROTTLES = cast(Table, Throttle.__table__)
-TRIES = 8
 COLUMNS = ("name", "rate", "tokens", "updated_at", "factor", "slowed_at", "reason", "held_until")
 
 
@@ -89,19 +85,6 @@ def _write(buckets: Iterable[Bucket]) -> None:
         db.session.execute(_WRITE, rows)
 
 
-def _with_retries(step):  # type: ignore[no-untyped-def]
-    """Run a transaction, again after a deadlock, lock timeout or busy database."""
-    for attempt in range(TRIES):
-        try:
-            return step()
-        except DBAPIError as exc:
-            db.session.rollback()
-            if not retryable(exc) or attempt == TRIES - 1:
-                raise
-            time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
-    raise AssertionError("unreachable")
-
-
 def take(
     wants: list[tuple[queue.Claim, Needs]], now: datetime
 ) -> tuple[list[queue.Claim], list[str]]:
@@ -134,7 +117,7 @@ def take(
         db.session.commit()
         return admitted, [names[0] for names in waiting.values()]
 
-    return _with_retries(step)  # type: ignore[no-any-return]
+    return with_retries(step)  # type: ignore[no-any-return]
 
 
 def _share(
@@ -191,7 +174,7 @@ def slow_down(name: str, rate: float, now: datetime, reason: str) -> bool:
         db.session.commit()
         return slowed
 
-    return _with_retries(step)  # type: ignore[no-any-return]
+    return with_retries(step)  # type: ignore[no-any-return]
 
 
 def held_back(now: datetime) -> list[Bucket]:

@@ -2,8 +2,6 @@
 tested, listed and purged. (outbox.events writes new ones.)"""
 
 import functools
-import random
-import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -15,7 +13,7 @@ from .. import events
 from ..extensions import db
 from ..models import WebhookDelivery, utcnow
 from ..models.webhooks import RESPONSE_CHARS
-from ..queue.claims import CLAIM_TRIES, retryable
+from ..queue.claims import retryable, with_retries
 from .post import Answer
 
 DELIVERIES = events.DELIVERIES
@@ -55,18 +53,13 @@ class Claimed:
 
 def claim(worker_id: str, limit: int, now: datetime | None = None) -> list[Claimed]:
     """Mark up to limit due deliveries of enabled endpoints as sending by this worker."""
-    for attempt in range(CLAIM_TRIES):
-        moment = now or utcnow()
-        try:
-            claimed = _claim(worker_id, limit, moment)
-            db.session.commit()
-            return claimed
-        except DBAPIError as exc:
-            db.session.rollback()
-            if not retryable(exc) or attempt == CLAIM_TRIES - 1:
-                raise
-            time.sleep(random.uniform(0.005, 0.05) * (attempt + 1))
-    raise AssertionError("unreachable")
+
+    def step() -> list[Claimed]:
+        claimed = _claim(worker_id, limit, now or utcnow())
+        db.session.commit()
+        return claimed
+
+    return with_retries(step)
 
 
 def _claim(worker_id: str, limit: int, now: datetime) -> list[Claimed]:
