@@ -92,10 +92,16 @@ DEFAULTS: dict[str, Any] = {
     # Private, loopback, link-local and reserved addresses are refused unless this says so.
     "WEBHOOK_ALLOW_PRIVATE": False,  # bool; true logs a warning at every worker start
     "WEBHOOK_CA_FILE": None,  # path of a PEM file of CAs trusted besides the system's
+    # --- SMTP submission (issue 17): outbox smtpd ---
+    "SMTPD_TLS_CERT": None,  # path of the PEM certificate (chain) STARTTLS offers
+    "SMTPD_TLS_KEY": None,  # path of its PEM private key
+    # AUTH without TLS first (the token crosses the network readable); for loopback only.
+    "SMTPD_ALLOW_PLAINTEXT_AUTH": False,  # bool; true logs a warning when smtpd starts
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
 _BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER", "BOUNCE_IMAP_ALLOW_PLAINTEXT"}
+_BOOLS |= {"SMTPD_ALLOW_PLAINTEXT_AUTH"}
 _INTS = {"MAIL_PORT", "BATCH_SIZE", "RECORD_EVERY", "MAX_ATTEMPTS", "MAX_MESSAGE_BYTES"}
 _INTS |= {"RETENTION_DAYS", "RETENTION_BODY_DAYS", "AUDIT_RETENTION_DAYS"}
 _INTS |= {"BOUNCE_MAX_BYTES"}
