@@ -95,9 +95,7 @@ def test_a_mail_over_a_chunk_is_stored_in_chunks_and_read_back_whole(app):
     body = b"".join(b"%07d " % n + b"y" * 990 + b"\r\n" for n in range(1500))  # 1.5 MB
     queued, got = sent(app, b"From: ann@example.com\r\n\r\n" + body)
     assert got.content.endswith(body)
-    chunks = db.session.scalar(
-        sa.select(sa.func.count()).where(RawChunk.message_pk == queued.id)
-    )
+    chunks = db.session.scalar(sa.select(sa.func.count()).where(RawChunk.message_pk == queued.id))
     assert chunks == 2
 
 
