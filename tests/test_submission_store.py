@@ -4,12 +4,14 @@ SMTP server unchanged but for what outbox adds on top (Message-ID, Date) or take
 
 import email
 import email.policy
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
+from outbox import queue, retention
 from outbox.extensions import db
-from outbox.models import Message, RawChunk
+from outbox.models import Message, RawChunk, utcnow
 from outbox.rendered import Features
 from outbox.submission import Queued, Refused, queue_raw
 from outbox.submission.raw import RawMail
@@ -202,3 +204,59 @@ def test_a_raw_mail_made_for_a_server_without_8bitmime_is_the_same_mail():
     parsed = email.message_from_bytes(written, policy=email.policy.default)
     assert parsed.get_content().replace("\r\n", "\n") == BODY.decode().replace("\r\n", "\n")
     assert mail.for_server(Features(eight_bit=True)).data.texts == [HEAD + b"\r\n" + BODY]
+
+
+def test_retention_drops_a_raw_mails_bytes_with_its_bodies_and_then_the_row(app):
+    queued, _ = sent(app, HEAD + b"\r\n" + BODY)
+    later = utcnow() + timedelta(days=app.config["RETENTION_BODY_DAYS"] + 1)
+    assert retention.purge(later).bodies_dropped == 1
+    assert db.session.scalar(sa.select(sa.func.count()).select_from(RawChunk)) == 0
+    assert db.session.get(Message, queued.id) is not None
+    assert retention.purge(later + timedelta(days=app.config["RETENTION_DAYS"])).messages == 1
+    assert stored_rows() == 0
+
+
+MULTIPART = (
+    b"From: ann@example.com\r\nTo: bob@example.com\r\nSubject: report\r\nMIME-Version: 1.0\r\n"
+    b'Content-Type: multipart/mixed; boundary="b1"\r\n\r\n'
+    b'--b1\r\nContent-Type: multipart/alternative; boundary="b2"\r\n\r\n'
+    b"--b2\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 8bit\r\n\r\n"
+    b"Plain words, gr\xc3\xbc\xc3\x9fe\r\n"
+    b"--b2\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>HTML words</p>\r\n--b2--\r\n"
+    b'--b1\r\nContent-Type: application/pdf\r\nContent-Disposition: attachment; filename="r.pdf"'
+    b"\r\nContent-Transfer-Encoding: base64\r\n\r\nJVBERi0=\r\n--b1--\r\n"
+)
+
+
+def test_the_message_page_shows_a_raw_mail_and_offers_its_bytes(app, signed_in):
+    queued = queue_raw("ann@example.com", ["bob@example.com"], MULTIPART, source=SOURCE)
+    page = signed_in.get(f"/messages/{queued.id}").get_data(as_text=True)
+    assert "Plain words, grüße" in page and "by smtp:app" in page
+    assert "r.pdf" in page and "application/pdf" in page
+    assert f"/messages/{queued.id}/mail.eml" in page
+    html = signed_in.get(f"/messages/{queued.id}/body.html").get_data(as_text=True)
+    assert "<p>HTML words</p>" in html
+    eml = signed_in.get(f"/messages/{queued.id}/mail.eml")
+    assert eml.status_code == 200 and eml.mimetype == "message/rfc822"
+    assert eml.data.endswith(MULTIPART) and eml.data.startswith(b"Message-ID: ")
+    assert signed_in.get(f"/messages/{queued.id + 1}/mail.eml").status_code == 404
+
+
+def test_send_again_queues_the_same_bytes_under_a_new_message_id_to_everyone(app):
+    data = HEAD + b"Bcc: hidden@example.com\r\n\r\n" + BODY
+    first, _ = sent(app, data)
+    copy = queue.send_again(first.id, "staff:ann", 5)
+    assert (copy.resent_from, copy.max_attempts, copy.source) == (first.id, 5, "staff:ann")
+    assert copy.message_id != first.message_id
+    with aiosmtpd_server(EVERYTHING) as server:
+        app.config["MAIL_PORT"] = app.extensions["mail"].port = server.port
+        assert Worker().drain() == Tally(sent=1)
+        (got,) = server.received()
+    assert got.rcpt_tos == RCPTS
+    assert (
+        got.content
+        == f"Message-ID: {copy.message_id}\r\n".encode()
+        + HEAD.replace(b"Message-ID: <kept.1@app.example.com>\r\n", b"")
+        + b"\r\n"
+        + BODY
+    )

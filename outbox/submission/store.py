@@ -28,6 +28,7 @@ from ..queue.store import msgid_domain
 from ..status import Status
 from ..suppression import screen
 from . import Queued, Refused
+from .raw import read
 
 MAX_LINE = 998  # octets before CRLF (RFC 5322 2.1.1)
 FIELD = re.compile(rb"[!-9;-~]+[ \t]*:")  # a field name (RFC 5322 3.6.8; obs-: WSP before :)
@@ -212,12 +213,15 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
     }
 
 
-def queue_raw(sender: str, recipients: list[str], data: bytes, *, source: str) -> Queued:
-    """outbox.submission.queue_raw: see there."""
+def queue_raw(
+    sender: str, recipients: list[str], data: bytes, *, source: str, **values: Any
+) -> Queued:
+    """outbox.submission.queue_raw: see there. values: columns set otherwise than for a
+    new submission (a copy's resent_from and max_attempts)."""
     now = utcnow()
     row = prepared(sender, recipients, data, now)
     raw = row.pop("raw")
-    row["source"] = source
+    row.update(source=source, **values)
     try:
         marked = screen.screen([row], now)  # suppression (issue 15)
     except screen.Rejected as exc:
@@ -255,3 +259,15 @@ def _earlier(row: dict[str, Any], exc: IntegrityError) -> Queued:
         f"Message-ID {row['message_id']} was queued already for another mail "
         f"(outbox message {found.id}); give each mail a Message-ID of its own"
     )
+
+
+def copied(old: Message, source: str, max_attempts: int) -> Message:
+    """A sent raw mail queued again (staff's "Send again"): its bytes with a new Message-ID,
+    to every recipient it had."""
+    assert old.raw_size is not None and old.envelope_from is not None
+    fields, body = split_head(read(old.id, old.raw_size))
+    data = b"".join([*(f for f in fields if _name(f) != "message-id"), body])
+    recipients = [str(entry["address"]) for entry in old.recipients]
+    queued = queue_raw(old.envelope_from, recipients, data, source=source,
+                       max_attempts=max_attempts, resent_from=old.id)  # fmt: skip
+    return db.session.get_one(Message, queued.id)
