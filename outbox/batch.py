@@ -16,8 +16,10 @@ from .connections import Pools
 from .extensions import db
 from .mailings import render as mailings  # mailings (issue 16)
 from .models import utcnow
+from .rendered import Sendable
 from .routes import health
 from .status import Lease, Outcome, Retry, Status
+from .submission import raw  # submission (issue 17)
 from .tally import Tally
 
 log = logging.getLogger("outbox.worker")
@@ -122,7 +124,7 @@ class BatchSender:
         pending = deque(claims)
         finished: list[queue.Finished] = []
         oldest = 0.0  # when the first unwritten outcome came
-        ready: dict[int, mime.Mail | queue.Finished] = {}  # made one claim ahead
+        ready: dict[int, Sendable | queue.Finished] = {}  # made one claim ahead
         while pending:
             if self.stop.is_set():
                 # Dropping the session drops a mail sent ahead: its content never went.
@@ -146,7 +148,7 @@ class BatchSender:
                 # Made now, its MAIL, RCPT and DATA go out with this mail's end (one
                 # round trip a mail). Not with attachments: one mail's are enough in memory.
                 ready[pending[0].id] = upcoming = self._prepare(pending[0])
-                ahead = upcoming if isinstance(upcoming, mime.Mail) else None
+                ahead = None if isinstance(upcoming, queue.Finished) else upcoming
             done, moved = self._send(session, claim, mail, ahead, lease.send_deadline)
             del mail  # an attachment's data is not kept past its send
             if done.route is not None:  # the route was spoken to: how it went (the routes page)
@@ -167,7 +169,7 @@ class BatchSender:
         self._record(finished, retry, tally)
         return []
 
-    def _prepare(self, claim: queue.Claim) -> mime.Mail | queue.Finished:
+    def _prepare(self, claim: queue.Claim) -> Sendable | queue.Finished:
         """A claimed message made ready for SMTP, or its failure if it cannot be."""
         row = claim.mail  # the claim that outlives the send does not hold the mail
         try:
@@ -175,8 +177,13 @@ class BatchSender:
             if row.attachment_count and not row.mailing_id:
                 attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
-            # mailings (issue 16): a mailing's recipient is rendered from its mailing.
-            mail = mailings.prepare(row) if row.mailing_id else mime.prepare(row, attachments)
+            mail: Sendable
+            if row.raw_size is not None:  # submission (issue 17): the mail as it came
+                mail = raw.prepare(row)
+            elif row.mailing_id:  # mailings (issue 16): rendered from its mailing
+                mail = mailings.prepare(row)
+            else:
+                mail = mime.prepare(row, attachments)
             if not mail.pending:  # every one left was suppressed since it was queued
                 error = "every recipient still to be sent to is on the suppression list"
                 return queue.Finished(claim, Outcome.FAILED, utcnow(), None, error)
@@ -189,8 +196,8 @@ class BatchSender:
         self,
         session: sender.SmtpSession,
         claim: queue.Claim,
-        mail: mime.Mail | queue.Finished,
-        ahead: mime.Mail | None,
+        mail: Sendable | queue.Finished,
+        ahead: Sendable | None,
         deadline: float,
     ) -> tuple[queue.Finished, bool]:
         """Send one prepared message, cut off after deadline: what came of it, not yet

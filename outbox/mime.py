@@ -154,18 +154,7 @@ class Mail:
             sender = wire_address(self.sender.address, utf8)
         except ValueError as exc:
             raise BuildError(f"sender: {exc}") from None
-        recipients, stored, unsendable, seen = [], [], {}, set()
-        for address in self.pending:
-            try:
-                wire = wire_address(address, utf8)
-            except ValueError as exc:
-                unsendable[address] = str(exc)
-                continue
-            local, _, domain = wire.rpartition("@")
-            if (local, domain.lower()) not in seen:  # one RCPT for an address listed twice
-                seen.add((local, domain.lower()))
-                recipients.append(wire)
-                stored.append(address)
+        recipients, stored, unsendable = envelope(self.pending, utf8)
         head, raw = self._addresses(utf8)
         body, ctes = self.seven_bit
         if features.eight_bit and ctes != {"7bit"}:  # some text may go as it is, in 8bit
@@ -200,6 +189,24 @@ class Mail:
                 lines.append(found)
                 raw |= utf
         return b"".join(lines), raw
+
+
+def envelope(pending: list[str], utf8: bool) -> tuple[list[str], list[str], dict[str, str]]:
+    """RCPT TO's addresses as they go on the wire, the stored address each stands for, and
+    the stored addresses that cannot go to a server offering SMTPUTF8 or not, with why."""
+    recipients, stored, unsendable, seen = [], [], {}, set()
+    for address in pending:
+        try:
+            wire = wire_address(address, utf8)
+        except ValueError as exc:
+            unsendable[address] = str(exc)
+            continue
+        local, _, domain = wire.rpartition("@")
+        if (local, domain.lower()) not in seen:  # one RCPT for an address listed twice
+            seen.add((local, domain.lower()))
+            recipients.append(wire)
+            stored.append(address)
+    return recipients, stored, unsendable
 
 
 def prepare(row: Row, attachments: Attachments) -> Mail:

@@ -2,6 +2,7 @@
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .encoding import base64_blocks, base64_size
 
@@ -51,3 +52,15 @@ class Prepared:
     # Stored address -> why it cannot go to this server (a non-ASCII local part and no
     # SMTPUTF8; a domain IDNA2008 refuses). These fail, each on its own.
     unsendable: dict[str, str] = field(default_factory=dict)
+
+
+class Sendable(Protocol):
+    """A mail a worker sends: written from its row (mime.Mail) or kept as it came
+    (submission.raw.RawMail)."""
+
+    pending: list[str]  # stored addresses of the recipients still to be sent to, in order
+    returns: dict[str, str] | None  # VERP return path of each pending address (issue 15)
+
+    def for_server(self, features: Features) -> Prepared:
+        """The mail as it goes to a server offering features; BuildError if it cannot."""
+        ...

@@ -22,7 +22,7 @@ from sqlalchemy import Table, delete, func, select, update
 from . import audit, rollups, suppression, webhooks
 from .bounces import store as bounce_store
 from .extensions import db
-from .models import Attachment, AttachmentChunk, Attempt, Message, RetentionRun, utcnow
+from .models import Attachment, AttachmentChunk, Attempt, Message, RawChunk, RetentionRun, utcnow
 from .queue import moves
 from .queue.moves import SETTLED
 
@@ -32,6 +32,7 @@ MESSAGES = cast(Table, Message.__table__)
 ATTEMPTS = cast(Table, Attempt.__table__)
 ATTACHMENTS = cast(Table, Attachment.__table__)
 CHUNKS = cast(Table, AttachmentChunk.__table__)
+RAW = cast(Table, RawChunk.__table__)  # submission (issue 17): mails stored as they came
 RUNS = cast(Table, RetentionRun.__table__)
 BATCH = 500  # ids per transaction
 # The workers' daily purge rests this many times as long as each batch took, so it takes
@@ -187,11 +188,20 @@ def _remove_attachments(attachments: list[int]) -> None:
         db.session.execute(delete(ATTACHMENTS).where(ATTACHMENTS.c.id.in_(attachments)))
 
 
+def _remove_raw(ids: list[int]) -> None:
+    """The stored bytes of those of these raw mails still settled (one resent keeps its own)."""
+    settled = select(MESSAGES.c.id).where(
+        MESSAGES.c.id.in_(ids), MESSAGES.c.status.in_(SETTLED_VALUES)
+    )
+    db.session.execute(delete(RAW).where(RAW.c.message_pk.in_(settled)))
+
+
 def _remove(ids: list[int]) -> Purged:
     """Delete these messages with their attempts and attachments, by primary keys."""
     attachments = _attachment_ids(ids)
     attempts = list(db.session.scalars(select(ATTEMPTS.c.id).where(ATTEMPTS.c.message_pk.in_(ids))))
     _remove_attachments(attachments)
+    _remove_raw(ids)
     if attempts:
         db.session.execute(delete(ATTEMPTS).where(ATTEMPTS.c.id.in_(attempts)))
     if db.engine.dialect.name == "sqlite":  # no ON DELETE SET NULL without its pragma
@@ -206,6 +216,7 @@ def _drop_bodies(now: datetime) -> Any:
         """Empty these messages' bodies and remove their attachments; the rows stay, marked."""
         attachments = _attachment_ids(ids)
         _remove_attachments(attachments)
+        _remove_raw(ids)
         dropped = moves.drop_bodies(ids, now)  # not a move: the status stays
         return Purged(attachments=len(attachments), bodies_dropped=dropped)
 

@@ -11,8 +11,8 @@ from flask_mail import Connection
 
 from . import pipelining, routes, smtp
 from .deliveries import ACCEPTED, Reply
-from .mime import BuildError, Mail
-from .rendered import Features
+from .mime import BuildError
+from .rendered import Features, Sendable
 from .replies import Result, classify, decoded, refusal
 from .status import Outcome
 from .watchdog import Watchdog
@@ -45,7 +45,7 @@ class SmtpSession:
         self.watchdog = Watchdog(self.abort)
         # A mail whose MAIL, RCPT and DATA went out with the end of the one before,
         # their replies not read yet (see deliver's following).
-        self.ahead: Mail | None = None
+        self.ahead: Sendable | None = None
 
     def host(self) -> smtplib.SMTP:
         """The open connection, made now if there is none."""
@@ -107,9 +107,9 @@ class SmtpSession:
 
 def deliver(
     session: SmtpSession,
-    mail: Mail,
+    mail: Sendable,
     deadline: float | None = None,
-    following: Mail | None = None,
+    following: Sendable | None = None,
 ) -> Result:
     """Send one message to its recipients still pending and say what came of each.
 
@@ -150,7 +150,7 @@ def features(host: smtplib.SMTP) -> Features:
     return Features(eight_bit=host.has_extn("8bitmime"), smtputf8=host.has_extn("smtputf8"))
 
 
-def _ahead(host: smtplib.SMTP, following: Mail | None, offered: Features) -> bytes:
+def _ahead(host: smtplib.SMTP, following: Sendable | None, offered: Features) -> bytes:
     """What of following to send with the end of this mail: its commands, if they can go."""
     if following is None or not pipelining.pipelines(host):
         return b""
@@ -164,7 +164,7 @@ def _ahead(host: smtplib.SMTP, following: Mail | None, offered: Features) -> byt
         return b""  # its own send says what is wrong with it
 
 
-def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
+def _send(session: SmtpSession, mail: Sendable, following: Sendable | None) -> Result:
     written = session.ahead is mail
     session.ahead = None
     try:
@@ -226,7 +226,7 @@ def _send(session: SmtpSession, mail: Mail, following: Mail | None) -> Result:
 def _ended(
     session: SmtpSession,
     exc: Exception,
-    following: Mail | None,
+    following: Sendable | None,
     replies: dict[str, Reply],
     todo: list[tuple[str, str]],
     said: str | None,
@@ -242,7 +242,7 @@ def _ended(
     return _result(replies, found, said)
 
 
-def _after_error(session: SmtpSession, exc: Exception, following: Mail | None) -> Result:
+def _after_error(session: SmtpSession, exc: Exception, following: Sendable | None) -> Result:
     """Leave the session fit for the next mail after sendmail raised; what the error means."""
     if isinstance(exc, smtplib.SMTPRecipientsRefused):
         if any(code == 421 for code, _ in exc.recipients.values()):

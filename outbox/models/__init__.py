@@ -70,6 +70,10 @@ class Message(Base):
     # templates. No foreign key: SQLite cannot add one without rebuilding messages.
     mailing_id: Mapped[int | None] = mapped_column(BigInteger)
     fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # submission (issue 17): a mail handed over by SMTP is kept as it came, in raw_chunks;
+    # raw_size is its length (None: a mail written from the columns), envelope_from MAIL FROM.
+    raw_size: Mapped[int | None] = mapped_column(BigInteger)
+    envelope_from: Mapped[str | None] = mapped_column(String(998))
 
     @property
     def sender(self) -> Mailbox:
@@ -135,6 +139,18 @@ class AttachmentChunk(Base):
     data: Mapped[bytes] = mapped_column(Blob)
 
 
+class RawChunk(Base):
+    """A piece of a raw mail (submission, issue 17), CHUNK_BYTES long but the last."""
+
+    __tablename__ = "raw_chunks"
+
+    message_pk: Mapped[int] = mapped_column(
+        ForeignKey("messages.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    data: Mapped[bytes] = mapped_column(Blob)
+
+
 class Attempt(Base):
     __tablename__ = "attempts"
 
@@ -175,6 +191,7 @@ __all__ = [
     "ApiToken",
     "Attachment",
     "AttachmentChunk",
+    "RawChunk",
     "Attempt",
     "AttemptHour",
     "AuditEvent",

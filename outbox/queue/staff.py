@@ -67,6 +67,10 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         raise MoveRefused(f"message {message_id} is not sent")
     if old.bodies_dropped_at is not None:  # retention dropped what would be sent
         raise MoveRefused(f"message {message_id} has no bodies any more (retention)")
+    if old.raw_size is not None:  # submission (issue 17): the same bytes, a new Message-ID
+        from ..submission.store import copied
+
+        return copied(old, source, max_attempts)
     draft = Draft(
         from_addr=old.sender,
         to=old.recipients_of(Kind.TO),

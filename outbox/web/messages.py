@@ -25,6 +25,7 @@ from ..extensions import db
 from ..mailings import render as mailing_render  # mailings (issue 16)
 from ..models import Attachment, AttachmentChunk, Attempt, Message, utcnow
 from ..status import Status
+from ..submission import shown as raw_shown  # submission (issue 17)
 from ..wire import recipient_json
 from . import compose as composing
 from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
@@ -107,6 +108,7 @@ def _state(message: Message) -> dict[str, Any]:
 def show(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
     mailing_render.onto(message)  # mailings (issue 16): rendered on view
+    parts = raw_shown.onto(message)  # submission (issue 17): read out of the stored mail
     state = _state(message)
     if wants_fragment():
         return fragment("messages/_state.html", 200 if state["in_flight"] else 286, **state)
@@ -118,6 +120,7 @@ def show(message_pk: int) -> ResponseReturnValue:
         remote_images=loads_remote(message.html_body),
         events=audit.of_message(message.id),
         bounces=inbox.of_message(message.id),  # bounces (issue 15)
+        raw_parts=parts,
         **state,
     ))  # fmt: skip
     response.headers["Vary"] = "HX-Request"
@@ -129,6 +132,7 @@ def html_body(message_pk: int) -> ResponseReturnValue:
     """The HTML body alone, for the sandboxed iframe on the message page."""
     message = _message(message_pk)
     mailing_render.onto(message)  # mailings (issue 16): rendered on view
+    raw_shown.onto(message)  # submission (issue 17)
     response = Response(without_remote(message.html_body or ""), mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
     return response
@@ -151,6 +155,19 @@ def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
     response = Response(stream_with_context(chunks()), mimetype="application/octet-stream")
     response.headers["Content-Length"] = str(attachment.size)
     response.headers.set("Content-Disposition", "attachment", filename=attachment.filename)
+    return response
+
+
+@bp.get("/<int:message_pk>/mail.eml")
+def raw_mail(message_pk: int) -> ResponseReturnValue:
+    """A mail handed over by SMTP as outbox stores and sends it (issue 17), as a download."""
+    message = _message(message_pk)
+    if message.raw_size is None or message.bodies_dropped_at is not None:
+        abort(404)
+    stream = stream_with_context(raw_shown.chunks(message.id))
+    response = Response(stream, mimetype="message/rfc822")
+    response.headers["Content-Length"] = str(message.raw_size)
+    response.headers.set("Content-Disposition", "attachment", filename=f"outbox-{message.id}.eml")
     return response
 
 
