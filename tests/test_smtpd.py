@@ -171,13 +171,17 @@ def login(port: int, certs: Certs, token: str) -> smtplib.SMTP:
 def test_a_malformed_address_is_refused_by_name_at_mail_and_rcpt(port, certs, token):
     client = login(port, certs, token)
     assert client.docmd("MAIL FROM:<ann@@example.com>") == (
-        553, b"5.1.3 Malformed address: '<ann@@example.com>'; give it as <local@domain>")
+        553,
+        b"5.1.3 Malformed address: '<ann@@example.com>'; give it as <local@domain>",
+    )
     assert client.docmd("MAIL FROM:<ann@-example.com>") == (
         553, b"5.1.7 'ann@-example.com' is not an email address: An email address cannot "
         b"have a hyphen immediately after the @-sign.")  # fmt: skip
     assert client.docmd("MAIL FROM:<a@example.com>")[0] == 250
     assert client.docmd("RCPT TO:<bob@exa@mple.com>") == (
-        553, b"5.1.3 Malformed address: '<bob@exa@mple.com>'; give it as <local@domain>")
+        553,
+        b"5.1.3 Malformed address: '<bob@exa@mple.com>'; give it as <local@domain>",
+    )
     code, text = client.docmd("RCPT TO:<bob@-example.com>")
     assert code == 553 and b"'bob@-example.com' is not an email address" in text
     client.quit()
