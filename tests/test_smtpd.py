@@ -278,3 +278,12 @@ def test_smtpd_refuses_to_start_without_tls_or_the_plaintext_setting(app, tmp_pa
     app.config["SMTPD_TLS_KEY"] = str(tmp_path / "missing-key.pem")
     result = app.test_cli_runner().invoke(smtpd_command, ["--listen", "127.0.0.1:1"])
     assert result.exit_code == 2 and "cannot load the STARTTLS certificate" in result.output
+
+
+def test_the_systemd_unit_runs_smtpd_on_the_submission_port_with_only_that_capability():
+    from .test_deploy import unit
+
+    service = unit("outbox-smtpd.service")["Service"]
+    assert service["ExecStart"] == "/opt/outbox/venv/bin/outbox smtpd --listen 0.0.0.0:587"
+    assert service["AmbientCapabilities"] == service["CapabilityBoundingSet"]
+    assert service["CapabilityBoundingSet"] == "CAP_NET_BIND_SERVICE"
