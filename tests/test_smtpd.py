@@ -287,3 +287,14 @@ def test_the_systemd_unit_runs_smtpd_on_the_submission_port_with_only_that_capab
     assert service["ExecStart"] == "/opt/outbox/venv/bin/outbox smtpd --listen 0.0.0.0:587"
     assert service["AmbientCapabilities"] == service["CapabilityBoundingSet"]
     assert service["CapabilityBoundingSet"] == "CAP_NET_BIND_SERVICE"
+
+
+def test_header_injection_is_refused_naming_the_line(port, certs, token):
+    client = login(port, certs, token)
+    injected = b"From: a@example.com\r\nSubject: hi\r\nBcc everyone@example.com\r\n\r\nHello\r\n"
+    with pytest.raises(smtplib.SMTPDataError) as refused:
+        client.sendmail("a@example.com", ["b@example.com"], injected)
+    assert refused.value.smtp_code == 554
+    assert refused.value.smtp_error.startswith(b"5.6.0 header line 3 is not a field")
+    client.quit()
+    assert stored() == 0
