@@ -92,8 +92,12 @@ def running(
 def connect(port: int, certs: Certs, name: str, token: str) -> smtplib.SMTP:
     """An smtplib client that said STARTTLS (checking the certificate) and logged in."""
     client = smtplib.SMTP("127.0.0.1", port, timeout=30)
-    client.starttls(context=certs.client_context())
-    client.login(name, token)
+    try:
+        client.starttls(context=certs.client_context())
+        client.login(name, token)
+    except BaseException:
+        client.close()
+        raise
     return client
 
 
@@ -133,15 +137,6 @@ def assert_intact(sent: bytes, received: bytes) -> list[bytes]:
     sent_names = {name_of(f) for f in sent_fields}
     assert not any(name_of(f) in sent_names for f in added if name_of(f) != b"dkim-signature")
     return added
-
-
-def one_shot(port: int, certs: Certs | None, name: str, token: str) -> smtplib.SMTP:
-    """A client as connect() gives, or over plaintext when certs is None."""
-    if certs is not None:
-        return connect(port, certs, name, token)
-    client = smtplib.SMTP("127.0.0.1", port, timeout=30)
-    client.login(name, token)
-    return client
 
 
 def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:

@@ -115,6 +115,7 @@ def test_a_database_outage_during_data_is_421_and_the_retry_queues_the_mail_once
     app: Flask, database_url: str, relay: Relay, tmp_path: Path, certs: Certs
 ):
     token = tokens.create("shop", scopes=("send",))
+    unseen = tokens.create("other", scopes=("send",))  # not in smtpd's token cache
     url = sa.engine.make_url(database_url).set(port=relay.port)
     with running(url.render_as_string(hide_password=False), tmp_path, certs) as port:
         client = connect(port, certs, "shop", token)
@@ -132,6 +133,9 @@ def test_a_database_outage_during_data_is_421_and_the_retry_queues_the_mail_once
         with pytest.raises(smtplib.SMTPServerDisconnected):  # 421 closes the connection
             client.noop()
         assert stored("<outage@shop.example.com>") == []
+        with pytest.raises(smtplib.SMTPAuthenticationError) as refused:
+            connect(port, certs, "other", unseen)  # a token that must be looked up
+        assert refused.value.smtp_code == 454  # temporary: the client tries again later
         relay.up()
         client = connect(port, certs, "shop", token)  # the client's retry
         client.mail("shop@example.com")
