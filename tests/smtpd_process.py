@@ -66,11 +66,18 @@ def answers(port: int) -> bool:
         return False
 
 
+@dataclass
+class Smtpd:
+    port: int
+    process: subprocess.Popen  # type: ignore[type-arg]
+    log: Path
+
+
 @contextmanager
 def running(
     database_url: str, tmp_path: Path, certs: Certs | None, **settings: str
-) -> Iterator[int]:
-    """`outbox smtpd` on a free port with these OUTBOX_* settings, greeting; its port."""
+) -> Iterator[Smtpd]:
+    """`outbox smtpd` on a free port with these OUTBOX_* settings, greeting; its exit is 0."""
     port = free_port()
     env = dict(os.environ, OUTBOX_DATABASE_URL=database_url, OUTBOX_SECRET_KEY="test",
                OUTBOX_INSTANCE_PATH=str(tmp_path), PYTHONUNBUFFERED="1")  # fmt: skip
@@ -85,7 +92,7 @@ def running(
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, f"outbox smtpd did not answer:\n{log.read_text()}"
             time.sleep(0.1)
-        yield port
+        yield Smtpd(port, proc, log)
         assert processes.end(proc) == 0, log.read_text()
 
 

@@ -43,8 +43,8 @@ def token(app: Flask) -> str:
 
 @pytest.fixture
 def port(app: Flask, database_url: str, tmp_path: Path, certs: Certs) -> Iterator[int]:
-    with running(database_url, tmp_path, certs) as found:
-        yield found
+    with running(database_url, tmp_path, certs) as smtpd:
+        yield smtpd.port
 
 
 def delivered(smtp: SmtpServer, message_id: str) -> list[Received]:
@@ -196,8 +196,8 @@ def test_djangos_smtp_backend_pointed_at_smtpd_gets_its_mail_sent_intact(
 def test_plain_login_without_tls_when_the_setting_allows_it(
     smtp_app, smtp, database_url, tmp_path, token
 ):
-    with running(database_url, tmp_path, None, SMTPD_ALLOW_PLAINTEXT_AUTH="true") as found:
-        client = smtplib.SMTP("127.0.0.1", found, timeout=30)
+    with running(database_url, tmp_path, None, SMTPD_ALLOW_PLAINTEXT_AUTH="true") as smtpd:
+        client = smtplib.SMTP("127.0.0.1", smtpd.port, timeout=30)
         client.login("shop", token)
         sent = b"From: shop@example.com\r\nTo: ann@example.com\r\nSubject: hi\r\n\r\nhi\r\n"
         client.sendmail("shop@example.com", ["ann@example.com"], sent)

@@ -6,9 +6,11 @@ stored, and its retry once the relay is back must queue the mail once. Then 20
 clients at once submit 2,000 mails, every one of which must be stored once.
 """
 
+import signal
 import smtplib
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -40,6 +42,8 @@ class Relay:
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
         self.stopped = threading.Event()
+        self.flowing = threading.Event()  # cleared: bytes wait in the relay (a stalled server)
+        self.flowing.set()
         self.thread: threading.Thread | None = None
 
     def up(self) -> None:
@@ -77,10 +81,10 @@ class Relay:
                 for a, b in ((client, upstream), (upstream, client)):
                     threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
             while data := source.recv(65536):
+                self.flowing.wait()
                 sink.sendall(data)
             sink.shutdown(socket.SHUT_WR)
         except OSError:
@@ -117,7 +121,8 @@ def test_a_database_outage_during_data_is_421_and_the_retry_queues_the_mail_once
     token = tokens.create("shop", scopes=("send",))
     unseen = tokens.create("other", scopes=("send",))  # not in smtpd's token cache
     url = sa.engine.make_url(database_url).set(port=relay.port)
-    with running(url.render_as_string(hide_password=False), tmp_path, certs) as port:
+    with running(url.render_as_string(hide_password=False), tmp_path, certs) as smtpd:
+        port = smtpd.port
         client = connect(port, certs, "shop", token)
         client.mail("shop@example.com")
         client.rcpt("ann@example.com")
@@ -182,8 +187,8 @@ def test_twenty_clients_at_once_submit_2000_mails_each_queued_once(
             with lock:
                 problems.append(f"client {n}: {exc!r}")
 
-    with running(database_url, tmp_path, certs) as port:
-        threads = [threading.Thread(target=submit, args=(port, n)) for n in range(CLIENTS)]
+    with running(database_url, tmp_path, certs) as smtpd:
+        threads = [threading.Thread(target=submit, args=(smtpd.port, n)) for n in range(CLIENTS)]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -197,3 +202,29 @@ def test_twenty_clients_at_once_submit_2000_mails_each_queued_once(
     assert len(rows) == CLIENTS * EACH
     assert dict(rows) == answers  # each Message-ID once, under the id its 250 named
     assert db.session.scalar(select(func.count()).select_from(Message)) == CLIENTS * EACH
+
+
+def test_a_stop_lets_the_mail_under_way_get_its_250_and_exits_0(
+    app: Flask, database_url: str, relay: Relay, tmp_path: Path, certs: Certs
+):
+    token = tokens.create("shop", scopes=("send",))
+    url = sa.engine.make_url(database_url).set(port=relay.port)
+    with running(url.render_as_string(hide_password=False), tmp_path, certs) as smtpd:
+        client = connect(smtpd.port, certs, "shop", token)
+        client.mail("shop@example.com")
+        client.rcpt("ann@example.com")
+        relay.flowing.clear()  # the database is slow to answer: the mail is under way
+        assert client.docmd("DATA")[0] == 354
+        client.send(mail("<stop@shop.example.com>") + b".\r\n")
+        time.sleep(0.5)
+        smtpd.process.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert smtpd.process.poll() is None  # waiting for the mail's answer
+        with pytest.raises(OSError):  # no longer listening
+            socket.create_connection(("127.0.0.1", smtpd.port), timeout=2).close()
+        relay.flowing.set()
+        code, text = client.getreply()
+        [pk] = stored("<stop@shop.example.com>")
+        assert (code, text) == (250, f"2.0.0 queued as {pk}".encode())
+        client.close()
+        assert smtpd.process.wait(timeout=30) == 0

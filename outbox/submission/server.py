@@ -10,6 +10,7 @@ keeps its copy and tries again.
 import asyncio
 import logging
 import ssl
+import time
 import warnings
 from typing import Any
 
@@ -95,6 +96,13 @@ class Submission(SMTP):
         if isinstance(status, str) and status.startswith("421") and self.transport:
             self.transport.close()  # 421 closes the channel (RFC 5321 3.8)
 
+    async def smtp_DATA(self, arg: str) -> None:  # noqa: N802
+        self.event_handler.in_flight += 1  # on the loop's thread only
+        try:
+            await super().smtp_DATA(arg)
+        finally:
+            self.event_handler.in_flight -= 1
+
     async def check_auth_needed(self, caller_method: str) -> bool:
         needed = await super().check_auth_needed(caller_method)
         if needed:
@@ -126,6 +134,7 @@ class Handler:
         self.app = app
         self.limit: int = app.config["MAX_MESSAGE_BYTES"]
         self.allowed: frozenset[str] = app.config["ALLOWED_SPECIAL_DOMAINS"]
+        self.in_flight = 0  # DATA commands under way: mails being received or queued
 
     async def handle_EHLO(  # noqa: N802 (aiosmtpd's hook names)
         self,
@@ -233,3 +242,19 @@ def listening(
         controller.loop.close()  # aiosmtpd leaves the loop of a server that never started
         raise
     return controller
+
+
+def stop(controller: Controller, within: float) -> None:
+    """Stop listening, let the mails under way get their answer (up to within seconds), stop.
+
+    A mail whose 250 never went out is the client's to send again; waiting here makes
+    that rare, and the deploy unit's TimeoutStopSec leaves room for it.
+    """
+    server = controller.server
+    if server is not None:
+        controller.loop.call_soon_threadsafe(server.close)
+    handler: Handler = controller.handler
+    deadline = time.monotonic() + within
+    while handler.in_flight and time.monotonic() < deadline:
+        time.sleep(0.05)
+    controller.stop()

@@ -12,6 +12,7 @@ from ..bounces.inbound import split_listen
 from . import server, tls
 
 log = logging.getLogger("outbox.smtpd")
+STOP_WITHIN = 20.0  # seconds a stop waits for mails under way; the unit allows 30
 
 
 @click.command("smtpd")
@@ -59,5 +60,5 @@ def smtpd_command(listen: str, timeout: float) -> None:
     try:
         stop.wait()
     finally:
-        controller.stop()
+        server.stop(controller, STOP_WITHIN)
     click.echo("stopped", err=True)
