@@ -202,6 +202,7 @@ def test_plain_login_without_tls_when_the_setting_allows_it(
         sent = b"From: shop@example.com\r\nTo: ann@example.com\r\nSubject: hi\r\n\r\nhi\r\n"
         client.sendmail("shop@example.com", ["ann@example.com"], sent)
         client.quit()
+        assert "WARNING smtpd: AUTH is allowed without TLS" in smtpd.log.read_text()
     [row] = db.session.execute(select(Message.message_id)).all()
     db.session.commit()
     [got] = delivered(smtp, row.message_id)
