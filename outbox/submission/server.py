@@ -10,7 +10,6 @@ keeps its copy and tries again.
 import asyncio
 import logging
 import ssl
-import time
 import warnings
 from typing import Any
 
@@ -221,6 +220,17 @@ def address_problem(
     return None
 
 
+def options(app: Flask, tls: ssl.SSLContext | None, timeout: float) -> dict[str, Any]:
+    """Submission's settings from the app's: SIZE, SMTPUTF8, STARTTLS, AUTH over TLS only."""
+    return {
+        "data_size_limit": app.config["MAX_MESSAGE_BYTES"],
+        "enable_SMTPUTF8": True,
+        "tls_context": tls,
+        "auth_require_tls": not app.config["SMTPD_ALLOW_PLAINTEXT_AUTH"],
+        "timeout": timeout,
+    }
+
+
 class SubmissionController(Controller):
     def factory(self) -> SMTP:
         return Submission(self.handler, **self.SMTP_kwargs)
@@ -229,32 +239,17 @@ class SubmissionController(Controller):
 def listening(
     app: Flask, host: str, port: int, tls: ssl.SSLContext | None, timeout: float = IDLE_TIMEOUT
 ) -> Controller:
-    """The server, listening on host:port from its return; stop() ends it."""
+    """The server in a thread of this process (tests), on host:port from its return; stop() ends it.
+
+    `outbox smtpd` runs the same protocol and handler in its main thread (smtpd_command).
+    """
+    handler = Handler(app)
     controller = SubmissionController(
-        Handler(app), hostname=host, port=port,
-        data_size_limit=app.config["MAX_MESSAGE_BYTES"], enable_SMTPUTF8=True,
-        tls_context=tls, auth_require_tls=not app.config["SMTPD_ALLOW_PLAINTEXT_AUTH"],
-        timeout=timeout,
-    )  # fmt: skip
+        handler, hostname=host, port=port, **options(app, tls, timeout)
+    )
     try:
         controller.start()
     except BaseException:
         controller.loop.close()  # aiosmtpd leaves the loop of a server that never started
         raise
     return controller
-
-
-def stop(controller: Controller, within: float) -> None:
-    """Stop listening, let the mails under way get their answer (up to within seconds), stop.
-
-    A mail whose 250 never went out is the client's to send again; waiting here makes
-    that rare, and the deploy unit's TimeoutStopSec leaves room for it.
-    """
-    server = controller.server
-    if server is not None:
-        controller.loop.call_soon_threadsafe(server.close)
-    handler: Handler = controller.handler
-    deadline = time.monotonic() + within
-    while handler.in_flight and time.monotonic() < deadline:
-        time.sleep(0.05)
-    controller.stop()

@@ -1,17 +1,19 @@
 """`outbox smtpd`: run the SMTP submission server (outbox.submission.server) until stopped."""
 
+import asyncio
 import logging
 import signal
-import threading
+import ssl
 
 import click
-from flask import current_app
+from flask import Flask, current_app
 
 from .. import logs
 from ..bounces.inbound import split_listen
 from . import server, tls
 
 log = logging.getLogger("outbox.smtpd")
+STOPS = {signal.SIGINT, signal.SIGTERM}
 STOP_WITHIN = 20.0  # seconds a stop waits for mails under way; the unit allows 30
 
 
@@ -35,6 +37,15 @@ def smtpd_command(listen: str, timeout: float) -> None:
     # server's own lines say what matters, with the peer, and never a token.
     logging.getLogger("mail.log").setLevel(logging.ERROR)
     host, port = split_listen(listen)
+    context = checked_tls(app, host)
+    try:
+        serve(app, host, port, context, timeout)
+    except OSError as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+
+
+def checked_tls(app: Flask, host: str) -> ssl.SSLContext | None:
+    """The STARTTLS context, or a usage error saying which setting is missing or wrong."""
     try:
         context = tls.server_context(app.config)
     except ValueError as exc:
@@ -48,17 +59,50 @@ def smtpd_command(listen: str, timeout: float) -> None:
     if plaintext:
         log.warning("smtpd: AUTH is allowed without TLS (OUTBOX_SMTPD_ALLOW_PLAINTEXT_AUTH): "
                     "tokens cross the network readable; keep %s to loopback", host)  # fmt: skip
+    return context
+
+
+def serve(app: Flask, host: str, port: int, context: ssl.SSLContext | None, timeout: float) -> None:
+    """Serve in this thread until SIGTERM or SIGINT, then let the mails under way finish.
+
+    A stop closes the port first, then waits up to STOP_WITHIN for every DATA under way
+    to get its answer: a mail cut off before its 250 is the client's to send again.
+    """
+    loop = asyncio.new_event_loop()
+    handler = server.Handler(app)
+    settings = server.options(app, context, timeout)
+
+    def protocol() -> server.Submission:
+        return server.Submission(handler, loop=loop, **settings)
+
     try:
-        controller = server.listening(app, host, port, context, timeout)
-    except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    starttls = "with STARTTLS" if context else "without TLS"
-    click.echo(f"taking mail on {host}:{port} {starttls}", err=True)
-    try:
-        stop.wait()
+        listening = loop.run_until_complete(loop.create_server(protocol, host, port))
+        stopping = asyncio.Event()
+        for sig in STOPS:
+            loop.add_signal_handler(sig, stopping.set)
+        starttls = "with STARTTLS" if context else "without TLS"
+        click.echo(f"taking mail on {host}:{port} {starttls}", err=True)
+        loop.run_until_complete(_until_stopped(listening, stopping, handler))
+        loop.run_until_complete(_end_connections())
     finally:
-        server.stop(controller, STOP_WITHIN)
+        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.close()
     click.echo("stopped", err=True)
+
+
+async def _until_stopped(
+    listening: asyncio.Server, stopping: asyncio.Event, handler: server.Handler
+) -> None:
+    await stopping.wait()
+    listening.close()
+    deadline = asyncio.get_running_loop().time() + STOP_WITHIN
+    while handler.in_flight and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+
+
+async def _end_connections() -> None:
+    """Cancel the sessions still open (between mails, or past STOP_WITHIN) and wait for them."""
+    tasks = asyncio.all_tasks() - {asyncio.current_task()}
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
