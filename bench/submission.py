@@ -28,6 +28,7 @@ from pathlib import Path
 import dataset
 import sqlalchemy as sa
 import trustme
+from enqueue import database_pid
 from flask_migrate import upgrade
 from servers import free_port
 
@@ -94,20 +95,28 @@ def serving(command: list[str], port: int, env: dict[str, str]) -> Iterator[int]
         process.wait(timeout=30)
 
 
-def drive(name: str, pid: int, port: int, ca: str, login: tuple[str, str] | None,
-          first: int, args: argparse.Namespace) -> tuple[float, list[int]]:  # fmt: skip
-    """Submit the round's mails over the connections at once; the rate and the ids."""
+def drive(name: str, pids: tuple[int, int | None], port: int, ca: str,
+          login: tuple[str, str] | None, first: int,
+          args: argparse.Namespace) -> tuple[float, list[int]]:  # fmt: skip
+    """Submit the round's mails over the connections at once; the rate and the ids.
+
+    pids: the server's, and the database server's if it is local (its CPU is shown too).
+    """
     each = args.mails // args.connections
     parts = [range(first + c * each, first + (c + 1) * each) for c in range(args.connections)]
+    pid, database = pids
     cpu = cpu_seconds(pid)
+    database_cpu = cpu_seconds(database) if database else 0.0
     started = time.perf_counter()
     with ProcessPoolExecutor(args.connections) as pool:
         done = list(pool.map(submit, *zip(*[(port, ca, login, p) for p in parts], strict=True)))
     seconds = time.perf_counter() - started
-    per_mail = 1e6 * (cpu_seconds(pid) - cpu) / (each * args.connections)
-    rate = each * args.connections / seconds
-    print(f"  {name}: {each * args.connections:,} mails in {seconds:.2f} s: {rate:,.0f} mails/s; "
-          f"server CPU {per_mail:,.0f} us a mail")  # fmt: skip
+    mails = each * args.connections
+    per_mail = 1e6 * (cpu_seconds(pid) - cpu) / mails
+    rate = mails / seconds
+    shown = f"{1e6 * (cpu_seconds(database) - database_cpu) / mails:,.0f} us" if database else "-"
+    print(f"  {name}: {mails:,} mails in {seconds:.2f} s: {rate:,.0f} mails/s; CPU a mail: "
+          f"server {per_mail:,.0f} us, database {shown}")  # fmt: skip
     return rate, [i for ids in done for i in ids]
 
 
@@ -125,6 +134,7 @@ def main() -> int:
         token = tokens.create("bench", scopes=("send",))
         db.session.remove()
         db.engine.dispose()
+    database = database_pid(app)
     rates: dict[str, list[float]] = {"outbox smtpd": [], "aiosmtpd sink": []}
     acknowledged: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -145,7 +155,7 @@ def main() -> int:
             port = free_port()
             command = [str(BIN / "outbox"), "smtpd", "--listen", f"127.0.0.1:{port}"]
             with serving(command, port, env) as pid:
-                rate, ids = drive("outbox smtpd", pid, port, ca_file, ("bench", token),
+                rate, ids = drive("outbox smtpd", (pid, database), port, ca_file, ("bench", token),
                                   2 * r * args.mails, args)  # fmt: skip
             rates["outbox smtpd"].append(rate)
             acknowledged += ids
@@ -153,7 +163,7 @@ def main() -> int:
             command = [sys.executable, "-m", "aiosmtpd", "-n", "-c", "aiosmtpd.handlers.Sink",
                        "-l", f"127.0.0.1:{port}", "--tlscert", cert, "--tlskey", key]  # fmt: skip
             with serving(command, port, {}) as pid:
-                rate, _ = drive("aiosmtpd sink", pid, port, ca_file, None,
+                rate, _ = drive("aiosmtpd sink", (pid, None), port, ca_file, None,
                                 (2 * r + 1) * args.mails, args)  # fmt: skip
             rates["aiosmtpd sink"].append(rate)
     with app.app_context():
