@@ -9,7 +9,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from outbox import queue, retention
+from outbox import queue, retention, suppression
+from outbox.bounces import verp
 from outbox.extensions import db
 from outbox.models import Message, RawChunk, utcnow
 from outbox.rendered import Features
@@ -17,6 +18,7 @@ from outbox.submission import Queued, Refused, queue_raw
 from outbox.submission.raw import RawMail
 from outbox.worker import Tally, Worker
 
+from .dkimkeys import published, verifies
 from .test_wire_roundtrip import aiosmtpd_server
 
 pytestmark = pytest.mark.all_databases
@@ -260,3 +262,47 @@ def test_send_again_queues_the_same_bytes_under_a_new_message_id_to_everyone(app
         + b"\r\n"
         + BODY
     )
+
+
+def test_a_raw_mail_is_dkim_signed_over_the_bytes_sent_and_verifies(app, runner):
+    result = runner.invoke(args=["dkim", "add", "example.com", "--selector", "s1"])
+    assert result.exit_code == 0, result.output
+    records = published(result.output)
+    data = HEAD + b"\r\n" + BODY
+    _, got = sent(app, data)
+    assert got.content.startswith(b"DKIM-Signature: ") and got.content.endswith(data)
+    assert verifies(got.content, records)
+    _, plain = sent(app, data.replace(b"kept.1", b"kept.2"), offers=Features())
+    assert plain.content.isascii() and verifies(plain.content, records)
+
+
+def test_with_verp_each_recipient_of_a_raw_mail_gets_its_own_return_path(app):
+    app.config["BOUNCE_ADDRESS"] = "bounces@example.com"
+    queued, _ = sent(app, HEAD + b"\r\n" + BODY, RCPTS[:1])
+    with aiosmtpd_server(EVERYTHING) as server:
+        app.config["MAIL_PORT"] = app.extensions["mail"].port = server.port
+        data = HEAD.replace(b"kept.1", b"kept.3") + b"\r\n" + BODY
+        second = queue_raw("app@example.com", RCPTS[:2], data, source=SOURCE)
+        assert Worker().drain() == Tally(sent=1)
+        got = server.received()
+    assert [g.rcpt_tos for g in got] == [RCPTS[:1], RCPTS[1:2]]
+    targets = [verp.target(g.mail_from, "bounces@example.com", app.secret_key) for g in got]
+    assert targets == [verp.Target(second.id, 0), verp.Target(second.id, 1)]
+    assert queued.id != second.id
+
+
+def test_a_suppressed_recipient_of_a_raw_mail_is_never_sent_to(app):
+    suppression.add("carl@example.net", "hard bounce", "manual")
+    db.session.commit()
+    queued, got = sent(app, HEAD + b"\r\n" + BODY)
+    assert "carl@example.net" not in got.rcpt_tos and len(got.rcpt_tos) == 3
+    row = db.session.get(Message, queued.id)
+    assert row is not None
+    assert [e.get("state") for e in row.recipients if e["address"] == "carl@example.net"] == [
+        "suppressed"
+    ]
+    app.config["SUPPRESSED"] = "reject"
+    with pytest.raises(Refused) as refused:
+        queue_raw("a@example.com", ["carl@example.net"], b"From: a@example.com\r\n\r\nx\r\n",
+                  source=SOURCE)  # fmt: skip
+    assert refused.value.reply().startswith("550 5.7.1 on the suppression list: carl@example.net")
