@@ -5,6 +5,7 @@ and sent on by a worker, on every database, is in test_smtpd_delivery.py.
 """
 
 import base64
+import logging
 import smtplib
 import socket
 import time
@@ -100,7 +101,10 @@ def test_no_relay_without_auth(port, certs, over_tls):
 
 
 @pytest.mark.parametrize("mechanism", ["PLAIN", "LOGIN"])
-def test_a_token_with_the_send_scope_logs_in_with_plain_or_login(port, certs, token, mechanism):
+def test_a_token_with_the_send_scope_logs_in_with_plain_or_login(
+    port, certs, token, mechanism, caplog
+):
+    caplog.set_level(logging.INFO, logger="outbox.smtpd")
     client = tls_client(port, certs)
     client.ehlo()
     client.user, client.password = "app", token
@@ -108,6 +112,14 @@ def test_a_token_with_the_send_scope_logs_in_with_plain_or_login(port, certs, to
     assert client.auth(mechanism, method) == (235, b"2.7.0 Authentication successful")
     assert client.docmd("MAIL FROM:<a@example.com>") == (250, b"2.1.0 OK")
     client.quit()
+    peer = f"127.0.0.1:{client_port(caplog)}"
+    logged = [r.getMessage() for r in caplog.records if r.name == "outbox.smtpd"]
+    assert logged == [f"smtpd: connection from {peer}", f"smtpd: {peer} authenticated as 'app'"]
+
+
+def client_port(caplog: pytest.LogCaptureFixture) -> str:
+    first = next(r.getMessage() for r in caplog.records if "connection from" in r.getMessage())
+    return first.rpartition(":")[2]
 
 
 @pytest.mark.parametrize("case", ["wrong token", "another's name", "no send scope", "revoked"])

@@ -64,7 +64,8 @@ class Submission(SMTP):
     line_length_limit = 1000
 
     def __init__(self, handler: "Handler", **options: Any) -> None:
-        with warnings.catch_warnings():  # plaintext AUTH warns; serve() logs that once instead
+        # aiosmtpd warns of plaintext AUTH on every connection; `outbox smtpd` logs it once.
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             super().__init__(handler, authenticator=_parsed, auth_required=True, **options)
         self.app = handler.app
@@ -72,8 +73,10 @@ class Submission(SMTP):
         self.malformed = ""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        after_starttls = self._original_transport is not None  # the same client, now in TLS
         super().connection_made(transport)
-        log.info("smtpd: connection from %s", _peer(self.session))
+        if not after_starttls:
+            log.info("smtpd: connection from %s", _peer(self.session))
 
     def _timeout_cb(self) -> None:
         log.info("smtpd: %s idle too long, disconnected", _peer(self.session))
