@@ -24,6 +24,7 @@ from .dkim import cli as dkim_cli
 from .models import Pause
 from .roles import ROLES, SCOPES
 from .routes import warn_unsafe as warn_unsafe_routes  # routes (issue 16)
+from .submission import smtpd_command  # submission (issue 17): `outbox smtpd`
 from .suppression import cli as suppression_cli
 
 
@@ -229,5 +230,6 @@ def register(app: Flask) -> None:
         inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
         webhooks.commands.webhook_group,  # webhooks (issue 15)
         dkim_cli.dkim_group,  # dkim (issue 16): `outbox dkim add|list|remove`
+        smtpd_command.smtpd_command,  # submission (issue 17): `outbox smtpd --listen`
     ):
         app.cli.add_command(command)

@@ -20,7 +20,8 @@ from .smtpd import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
-UNITS = ["outbox-web.service", "outbox-worker.service", "outbox-web-granian.service"]
+UNITS = ["outbox-web.service", "outbox-worker.service", "outbox-web-granian.service",
+         "outbox-smtpd.service"]  # fmt: skip
 VENV = "/opt/outbox/venv"  # where the units and the README install outbox
 BIN = Path(sys.executable).parent  # this venv's gunicorn and outbox
 # Read by outbox.app.instance_folder, not a setting of config.DEFAULTS.
