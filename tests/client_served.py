@@ -96,7 +96,8 @@ class Proxy:
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.done = threading.Event()
-        threading.Thread(target=self._accept, daemon=True).start()
+        self.accepting = threading.Thread(target=self._accept, daemon=True)
+        self.accepting.start()
 
     def _accept(self) -> None:
         self.listener.settimeout(0.1)
@@ -109,7 +110,11 @@ class Proxy:
                 self.refused += 1
                 client.close()
                 continue
-            upstream = socket.create_connection(("127.0.0.1", self.target))
+            try:
+                upstream = socket.create_connection(("127.0.0.1", self.target))
+            except OSError:
+                client.close()
+                continue
             with self._lock:
                 self._open += [client, upstream]
             threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
@@ -145,5 +150,6 @@ class Proxy:
 
     def close(self) -> None:
         self.done.set()
-        self.cut()
+        self.accepting.join()
         self.listener.close()
+        self.cut()
