@@ -15,7 +15,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.message import EmailMessage
 
 from .api import BATCH_LIMIT, Client
-from .email import Attachment, Email
+from .email import Attachment, Email, unnamed
 from .errors import OutboxError
 
 # Headers Django reads from extra_headers itself (From, To, Cc, Reply-To), and those
@@ -122,7 +122,7 @@ def _attachment(item: Any, number: int, charset: str) -> Attachment:
             kind = f"{kind}; charset={param}"
         data = item.get_payload(decode=True)
         assert isinstance(data, bytes)  # a part that is not multipart decodes to bytes
-        return Attachment(item.get_filename() or _unnamed(kind, number), data, kind)
+        return Attachment(item.get_filename() or unnamed(kind, number), data, kind)
     filename, content, mimetype = item
     mimetype = mimetype or mimetypes.guess_type(filename or "")[0] or "application/octet-stream"
     if isinstance(content, EmailMessage):
@@ -133,10 +133,4 @@ def _attachment(item: Any, number: int, charset: str) -> Attachment:
         content = content.encode(charset)
         if mimetype.startswith("text/") and "charset" not in mimetype:
             mimetype = f"{mimetype}; charset={charset}"
-    return Attachment(filename or _unnamed(mimetype, number), content, mimetype)
-
-
-def _unnamed(content_type: str, number: int) -> str:
-    """A name for an attachment Django was given without one: outbox needs a file name."""
-    kind = content_type.split(";")[0].strip()
-    return f"attachment-{number}{mimetypes.guess_extension(kind) or '.bin'}"
+    return Attachment(filename or unnamed(mimetype, number), content, mimetype)

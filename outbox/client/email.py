@@ -79,6 +79,12 @@ class Attachment:
                 "content": base64.b64encode(self.content).decode("ascii")}  # fmt: skip
 
 
+def unnamed(content_type: str, number: int) -> str:
+    """A name for the number-th attachment, given without one: the API needs a file name."""
+    kind = content_type.split(";")[0].strip()
+    return f"attachment-{number}{mimetypes.guess_extension(kind) or '.bin'}"
+
+
 # What attachments= takes: Attachment, a path, a binary file, or (filename, bytes[, type]).
 AttachmentLike = Attachment | str | os.PathLike[str] | IO[bytes] | tuple[Any, ...]
 
