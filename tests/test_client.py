@@ -3,6 +3,7 @@
 import email.policy
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from email import message_from_bytes
 
@@ -151,3 +152,13 @@ def test_a_server_not_listening_is_unavailable_after_the_retries():
     client = Client(f"http://127.0.0.1:{free_port()}", "obx_x", retries=2, backoff=0.01)
     with pytest.raises(Unavailable, match="could not be reached"):
         client.send(to="a@example.com", text="x")
+
+
+def test_a_kept_alive_connection_the_server_closed_while_idle_is_replaced(client):
+    """gunicorn closes a connection idle for 2 s: a move (never retried after a lost
+    answer) made after that must still go through, on a new connection."""
+    sent = client.send(to="a@example.com", text="x")
+    (idle,) = client.transport._idle
+    time.sleep(2.5)
+    assert client.cancel(sent.id).status == "cancelled"
+    assert client.transport._idle and client.transport._idle[0] is not idle

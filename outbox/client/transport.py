@@ -14,6 +14,8 @@ from .errors import OutboxError, Unavailable, from_answer
 
 # Connection errors: the request may or may not have reached the server.
 CONNECTION_ERRORS = (OSError, http.client.HTTPException)
+# How a kept-alive connection the server closed while idle fails the next request.
+STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
 
 
 @dataclass(frozen=True)
@@ -55,15 +57,16 @@ class Transport:
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
 
-    def _connection(self) -> http.client.HTTPConnection:
+    def _connection(self, reuse: bool) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection if reuse and there is one, else a new one; whether reused."""
         with self._lock:
-            if self._idle:
-                return self._idle.pop()
+            if self._idle and reuse:
+                return self._idle.pop(), True
         if self.https:
             context = ssl.create_default_context()
             return http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
-                                               context=context)  # fmt: skip
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+                                               context=context), False  # fmt: skip
+        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout), False
 
     def _release(self, conn: http.client.HTTPConnection) -> None:
         with self._lock:
@@ -88,20 +91,32 @@ class Transport:
         if body is not None:
             data = json.dumps(body).encode()
             sent["Content-Type"] = "application/json"
-        conn = self._connection()
-        try:
-            conn.request(method, self.prefix + path, body=data, headers=sent)
-            response = conn.getresponse()
-            raw = response.read()
-        except BaseException:
-            conn.close()
-            raise
+        conn, response, raw = self._exchange(method, path, data, sent)
         found = {k.lower(): v for k, v in response.getheaders()}
         if response.will_close:
             conn.close()
         else:
             self._release(conn)
         return Answer(response.status, found, _decode(raw, found.get("content-type", "")))
+
+    def _exchange(self, method: str, path: str, data: bytes | None, headers: dict[str, str],
+                  reuse: bool = True) -> tuple[http.client.HTTPConnection,
+                                               http.client.HTTPResponse, bytes]:  # fmt: skip
+        conn, reused = self._connection(reuse)
+        try:
+            conn.request(method, self.prefix + path, body=data, headers=headers)
+            response = conn.getresponse()
+            return conn, response, response.read()
+        except STALE:
+            conn.close()
+            if not reused:
+                raise
+            # A server closes a kept-alive connection it found idle (gunicorn after 2 s)
+            # without reading what came next: try once more, on a new connection.
+            return self._exchange(method, path, data, headers, reuse=False)
+        except BaseException:
+            conn.close()
+            raise
 
     def request(self, method: str, path: str, body: Any = None,
                 headers: dict[str, str] | None = None, *,
