@@ -20,6 +20,7 @@ from outbox.client import (
     FieldErrors,
     Forbidden,
     NotFound,
+    TooLarge,
     Unavailable,
 )
 from outbox.extensions import db
@@ -27,7 +28,7 @@ from outbox.models import Message
 from outbox.tally import Tally
 from outbox.worker import Worker
 
-from .client_served import served  # noqa: F401 (a fixture)
+from .client_served import serve, served  # noqa: F401 (a fixture)
 from .smtpd import free_port
 
 # Bytes no text encoding leaves alone: every byte value, CR and LF among them.
@@ -162,3 +163,11 @@ def test_a_kept_alive_connection_the_server_closed_while_idle_is_replaced(client
     time.sleep(2.5)
     assert client.cancel(sent.id).status == "cancelled"
     assert client.transport._idle and client.transport._idle[0] is not idle
+
+
+def test_a_message_over_the_servers_limit_is_too_large(app, tmp_path):
+    with serve(app.config["DATABASE_URL"], tmp_path, MAX_MESSAGE_BYTES="1000") as small:
+        with Client(small.url, tokens.create("big")) as big, pytest.raises(TooLarge) as caught:
+            big.send(to="a@example.com", text="x", attachments=[("a.bin", BINARY * 2)])
+    assert (caught.value.status, caught.value.limit) == (413, 1000)
+    assert "1000" in str(caught.value)
