@@ -61,6 +61,13 @@ def shop(served, testing: bool = False) -> tuple[Flask, Outbox]:  # type: ignore
                                    recipients=["a@example.com"], body="hi")  # fmt: skip
         return jsonify(id=queued and queued.id)
 
+    @app.post("/bulk")
+    def bulk():  # type: ignore[no-untyped-def]
+        with mail.connect() as conn:  # Flask-Mail's bulk sending
+            ids = [conn.send(MailMessage("News", recipients=[f"n{n}@example.com"], body="x")).id
+                   for n in range(2)]  # fmt: skip
+        return jsonify(ids=ids)
+
     return app, mail
 
 
@@ -74,10 +81,11 @@ def test_a_flask_mail_message_is_queued_and_delivered_whole(make_shop, smtp_app,
     with app.app_context(), mail.record_messages() as recorded:
         answer = app.test_client().post("/order").get_json()
         assert app.test_client().post("/hello").status_code == 200
-    assert [m.subject for m in recorded] == ["Order 42", "Hello"]
+        assert len(set(app.test_client().post("/bulk").get_json()["ids"])) == 2
+    assert [m.subject for m in recorded] == ["Order 42", "Hello", "News", "News"]
     stored = db.session.get(Message, answer["id"])
     assert answer["msg_id"] == stored.message_id  # msgId: the Message-ID it goes out with
-    assert Worker().drain() == Tally(sent=2)
+    assert Worker().drain() == Tally(sent=4)
     mails = {}
     for mail_ in smtp.received:
         mails[mail_.rcpt_tos[0]] = (

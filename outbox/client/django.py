@@ -62,7 +62,7 @@ class EmailBackend(BaseEmailBackend):
             for start in range(0, len(found), BATCH_LIMIT):
                 chunk = found[start : start + BATCH_LIMIT]
                 try:
-                    queued += len(self.client.send_batch([email(m) for m in chunk]))
+                    queued += len(self.client.send_batch([to_email(m) for m in chunk]))
                 except (OutboxError, ValueError):
                     if not self.fail_silently:
                         raise
@@ -72,7 +72,7 @@ class EmailBackend(BaseEmailBackend):
         return queued
 
 
-def email(message: EmailMessage) -> Email:
+def to_email(message: EmailMessage) -> Email:
     """A Django message as outbox's Email; ValueError for what outbox cannot carry."""
     headers = {k: v for k, v in message.extra_headers.items() if k.lower() not in HANDLED}
     given = {k.lower(): v for k, v in message.extra_headers.items()}

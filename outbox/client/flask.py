@@ -61,7 +61,7 @@ class Outbox:
         """Queue a Flask-Mail message: the message as stored, or None when sending is
         suppressed. message.msgId becomes the Message-ID outbox sends it with."""
         state = self.state
-        queued = None if state.suppress else state.client.send_email(email(message))
+        queued = None if state.suppress else state.client.send_email(to_email(message))
         if queued is not None:
             message.msgId = queued.message_id
         app = current_app._get_current_object()  # type: ignore[attr-defined]
@@ -71,6 +71,10 @@ class Outbox:
     def send_message(self, *args: Any, **kwargs: Any) -> Message | None:
         """send(flask_mail.Message(*args, **kwargs))."""
         return self.send(MailMessage(*args, **kwargs))
+
+    def connect(self) -> "Connection":
+        """What `with mail.connect() as conn: conn.send(msg)` (Flask-Mail's bulk) uses."""
+        return Connection(self)
 
     @contextmanager
     def record_messages(self) -> Iterator[list[MailMessage]]:
@@ -84,7 +88,30 @@ class Outbox:
             yield found
 
 
-def email(message: MailMessage) -> Email:
+class Connection:
+    """Flask-Mail's Connection: each send queues at once (the client keeps its HTTP
+    connections alive between sends)."""
+
+    def __init__(self, mail: Outbox) -> None:
+        self.mail = mail
+
+    def __enter__(self) -> "Connection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def send(self, message: MailMessage, envelope_from: str | None = None) -> Message | None:
+        """Queue message; envelope_from is not taken (outbox sets the return path)."""
+        if envelope_from is not None:
+            raise ValueError("outbox sets the envelope sender itself; send without envelope_from")
+        return self.mail.send(message)
+
+    def send_message(self, *args: Any, **kwargs: Any) -> Message | None:
+        return self.mail.send_message(*args, **kwargs)
+
+
+def to_email(message: MailMessage) -> Email:
     """A Flask-Mail message as outbox's Email; ValueError for what outbox cannot carry."""
     alts = dict(message.alts)
     html = alts.pop("html", None)
