@@ -41,9 +41,16 @@ def client(served):  # type: ignore[no-untyped-def]  # noqa: F811
         yield found
 
 
-def test_the_client_imports_without_flask_sqlalchemy_or_a_database_driver():
+@pytest.mark.parametrize(("module", "setup"), [
+    ("outbox.client", "import outbox.client"),
+    ("outbox.client.django", "import django.conf; django.conf.settings.configure(); "
+                             "import outbox.client.django"),
+])  # fmt: skip
+def test_the_client_imports_without_flask_sqlalchemy_or_a_database_driver(module, setup):
     heavy = ["flask", "sqlalchemy", "pymysql", "psycopg", "pydantic", "werkzeug", "django"]
-    code = f"import sys, outbox.client; print([m for m in {heavy!r} if m in sys.modules])"
+    if module.endswith("django"):
+        heavy.remove("django")
+    code = f"import sys; {setup}; print([m for m in {heavy!r} if m in sys.modules])"
     found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert found.stdout.strip() == "[]"
 

@@ -43,7 +43,7 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def send(self, idempotency_key: str | None = None, **fields: Any) -> Message:
+    def send(self, *, idempotency_key: str | None = None, **fields: Any) -> Message:
         """Queue one message, given as Email's fields, and return it as stored.
 
         A repeat with the same idempotency_key returns the message the first queued;
