@@ -158,8 +158,9 @@ def test_listing_pages_and_moves(client):
 
 def test_a_server_not_listening_is_unavailable_after_the_retries():
     client = Client(f"http://127.0.0.1:{free_port()}", "obx_x", retries=2, backoff=0.01)
-    with pytest.raises(Unavailable, match="could not be reached"):
+    with pytest.raises(Unavailable, match="could not be reached") as caught:
         client.send(to="a@example.com", text="x")
+    assert len(caught.value.idempotency_key or "") == 32  # made for it, to send again under
 
 
 def test_a_kept_alive_connection_the_server_closed_while_idle_is_replaced(client):

@@ -6,9 +6,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
-from .email import Email, _moment
+from .email import Email, utc_text
+from .errors import Unavailable
 from .results import Message, MessageDetail, Page, Queued
-from .transport import Retries, Transport
+from .transport import Answer, Retries, Transport
 
 # The API's batch limit (outbox.wire.BATCH_LIMIT), kept here because outbox.wire needs
 # pydantic and the app's models, which a client does not have; send_many splits by it
@@ -55,8 +56,7 @@ class Client:
         self, email: Email | Mapping[str, Any], idempotency_key: str | None = None
     ) -> Message:
         """Queue one Email, or a message already in the API's JSON shape."""
-        headers = {"Idempotency-Key": idempotency_key or new_key()}
-        answer = self.transport.request("POST", "/api/messages", _json(email), headers)
+        answer = self._post("/api/messages", _json(email), idempotency_key)
         return Message.from_json(answer.body)
 
     def send_batch(self, messages: Iterable[Email | Mapping[str, Any]],
@@ -66,9 +66,18 @@ class Client:
         FieldErrors names each bad field with the index of its message; none is queued.
         """
         body = {"messages": [_json(m) for m in messages]}
-        headers = {"Idempotency-Key": idempotency_key or new_key()}
-        answer = self.transport.request("POST", "/api/messages/batch", body, headers)
+        answer = self._post("/api/messages/batch", body, idempotency_key)
         return [Queued(q["id"], q["message_id"]) for q in answer.body["messages"]]
+
+    def _post(self, path: str, body: dict[str, Any], key: str | None) -> Answer:
+        """A send under its key; Unavailable tells the key, which a later send can repeat
+        to learn whether the message was queued after all."""
+        key = key or new_key()
+        try:
+            return self.transport.request("POST", path, body, {"Idempotency-Key": key})
+        except Unavailable as exc:
+            exc.idempotency_key = key
+            raise
 
     def send_many(self, messages: Iterable[Email | Mapping[str, Any]]) -> list[Queued]:
         """Queue any number of messages, BATCH_LIMIT a request, each request all or none."""
@@ -95,7 +104,7 @@ class Client:
              limit: int | None = None) -> Page:  # fmt: skip
         """One page of messages newest first, filtered; page.before asks for the next."""
         asked = {"status": status, "recipient": recipient, "source": source,
-                 "since": _moment(since), "until": _moment(until), "before": before,
+                 "since": utc_text(since), "until": utc_text(until), "before": before,
                  "limit": limit}  # fmt: skip
         query = urlencode({k: v for k, v in asked.items() if v is not None}, quote_via=quote)
         body = self.transport.request("GET", "/api/messages" + (f"?{query}" if query else "")).body

@@ -133,14 +133,15 @@ class Email:
             "html": self.html,
             "headers": dict(self.headers) or None,
             "priority": self.priority or None,
-            "send_after": _moment(self.send_after),
+            "send_after": utc_text(self.send_after),
             "attachments": [attachment(a).to_json() for a in self.attachments] or None,
         }
         found.update({k: v for k, v in optional.items() if v is not None})
         return found
 
 
-def _moment(value: datetime | str | None) -> str | None:
+def utc_text(value: datetime | str | None) -> str | None:
+    """A time as the API reads it: ISO 8601 in UTC (a naive datetime is UTC); text as given."""
     if value is None or isinstance(value, str):
         return value
     if value.tzinfo is not None:

@@ -83,7 +83,13 @@ class Conflict(OutboxError):
 
 
 class Unavailable(OutboxError):
-    """503 or no connection, after every retry: nothing is known to be queued."""
+    """503 or no connection, after every retry: nothing is known to be queued.
+
+    idempotency_key is the send's key: sent again under it, the message is queued if
+    it was not, and the one queued is answered if it was.
+    """
+
+    idempotency_key: str | None = None
 
 
 def _field_errors(errors: Any) -> list[FieldError]:
