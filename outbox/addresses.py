@@ -65,8 +65,16 @@ class Mailbox:
 
 @functools.lru_cache(maxsize=4096)
 def written(address: str, name: str) -> str:
-    """An address with its display name as RFC 5322 writes it (the same few come back often)."""
-    return str(Address(display_name=name, addr_spec=address))
+    """An address with its display name as RFC 5322 writes it (the same few come back often).
+
+    A UTF-8 local part (RFC 6532) is given to Address in its parts: as an addr_spec the
+    email package refuses it (NonASCIILocalPartDefect, a ValueError).
+    """
+    try:
+        return str(Address(display_name=name, addr_spec=address))
+    except ValueError:
+        local, _, domain = address.rpartition("@")
+        return str(Address(display_name=name, username=local, domain=domain))
 
 
 @functools.lru_cache(maxsize=4096)
