@@ -11,6 +11,7 @@ from outbox import queue
 from outbox.drafts import build_draft
 from outbox.extensions import db
 from outbox.models import Message
+from outbox.submission import queue_raw
 
 from . import test_browser as shared
 from .test_browser import LIVE, SCREENSHOTS, SENDER, STAFF, Site, staff_tab
@@ -269,3 +270,37 @@ def test_bulk_resend_does_what_each_row_allows_asks_first_and_says_how_many(
         page.once("dialog", lambda dialog: dialog.accept())
         page.get_by_role("button", name="Cancel chosen").click()
         expect(page.locator("#listing .notice")).to_have_text("1 cancelled.")
+
+
+RAW = (
+    b"From: Shop <shop@example.com>\r\nTo: ann@example.com\r\nSubject: Raw receipt\r\n"
+    b'MIME-Version: 1.0\r\nContent-Type: multipart/mixed; boundary="b1"\r\n\r\n'
+    b'--b1\r\nContent-Type: multipart/alternative; boundary="b2"\r\n\r\n'
+    b"--b2\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nThe plain receipt\r\n"
+    b"--b2\r\nContent-Type: text/html; charset=utf-8\r\n\r\n<p>The <b>HTML</b> receipt</p>\r\n"
+    b"--b2--\r\n--b1\r\nContent-Type: text/csv\r\n"
+    b'Content-Disposition: attachment; filename="lines.csv"\r\n\r\na,b\r\n--b1--\r\n'
+)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_mail_handed_over_by_smtp_shows_its_bodies_and_downloads_as_it_came(
+    browser, site, console, width
+):
+    with site.app.app_context():
+        queued = queue_raw("shop@example.com", ["ann@example.com"], RAW, source="smtp:shop")
+    assert settled(site, queued.id) == {queued.id: "sent"}
+    with staff_tab(browser, site, console, width) as page:
+        page.goto(f"/messages/{queued.id}")
+        expect(page.get_by_role("heading", level=1)).to_have_text(f"#{queued.id} Raw receipt")
+        expect(page.locator("pre.body")).to_have_text("The plain receipt\n")
+        frame = page.frame_locator("iframe.body")
+        expect(frame.locator("b")).to_have_text("HTML")
+        expect(page.locator("ul.attachments")).to_contain_text("lines.csv")
+        expect(page.locator("dl.facts").first).to_contain_text("by smtp:shop")
+        fits(page, "raw-message", width)
+        with page.expect_download() as download:
+            page.get_by_role("link", name="Download the mail (.eml)").click()
+        path = download.value.path()
+        assert path.read_bytes().endswith(RAW)
+        assert download.value.suggested_filename == f"outbox-{queued.id}.eml"
