@@ -28,6 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from outbox import config, create_app, smtp
+from outbox.config import DEFAULTS
+from outbox.routes.config import load
 from outbox.status import Status
 from outbox.worker import Worker
 
@@ -174,6 +176,27 @@ def test_the_private_ca_of_the_ca_file_is_trusted_and_the_mail_arrives(
 ):
     with Server(mode, good_cert) as server:
         send_one(smtp.open_host(settings(server, mode, server=name, ca_file=ca_file)))
+    assert [m.rcpt_tos for m in server.recorder.received] == [["rcpt@example.com"]]
+
+
+def test_a_routes_files_relative_ca_file_is_read_beside_it_wherever_outbox_runs(
+    good_cert, ca, tmp_path, monkeypatch
+):
+    """instance/routes.toml with ca_file = "relay-ca.pem": the CA beside the file is trusted,
+    not a file of that name in the folder the worker was started from."""
+    folder, elsewhere = tmp_path / "instance", tmp_path / "started-here"
+    folder.mkdir()
+    elsewhere.mkdir()
+    ca.cert_pem.write_to_path(str(folder / "relay-ca.pem"))
+    (elsewhere / "relay-ca.pem").write_text("not a certificate\n")
+    monkeypatch.chdir(elsewhere)
+    with Server("starttls", good_cert) as server:
+        routes_file = folder / "routes.toml"
+        routes_file.write_text(f'[[routes]]\nname = "relay"\nhost = "127.0.0.1"\n'
+                               f'port = {server.port}\nca_file = "relay-ca.pem"\n')  # fmt: skip
+        (route,) = load(routes_file, DEFAULTS, {}).routes.values()
+        assert route.settings.ca_file == str(folder / "relay-ca.pem")
+        send_one(smtp.open_host(route.settings))
     assert [m.rcpt_tos for m in server.recorder.received] == [["rcpt@example.com"]]
 
 

@@ -59,7 +59,7 @@ def path_of(setting: str, instance_path: str) -> Path:
 def load(path: Path, config: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> Table:
     """The Table the file describes; RoutesError naming the file and the key if it is wrong."""
     try:
-        return table_of(read(path), config, environ)
+        return table_of(read(path), config, environ, path.parent)
     except _Refused as exc:
         raise RoutesError(f"OUTBOX_ROUTES {path}: {exc}") from None
 
@@ -79,15 +79,20 @@ def read(path: Path) -> Any:
         raise RoutesError(f"OUTBOX_ROUTES {path} is not valid {kind[1:].upper()}: {exc}") from None
 
 
-def table_of(data: Any, config: Mapping[str, Any], environ: Mapping[str, str]) -> Table:
-    """The Table of the parsed file; _Refused for the first problem found."""
+def table_of(
+    data: Any, config: Mapping[str, Any], environ: Mapping[str, str], folder: Path | None = None
+) -> Table:
+    """The Table of the parsed file; _Refused for the first problem found.
+
+    folder: where the file is; a route's relative ca_file is taken there.
+    """
     _known(data, TOP_KEYS, "the file")
     entries = _list(data, "routes", "the file", required=True)
     if not entries:
         raise _Refused("the file", "routes must name at least one route")
     routes: dict[str, Route] = {}
     for n, entry in enumerate(entries, 1):
-        route = _route(entry, f"routes #{n}", config, environ)
+        route = _route(entry, f"routes #{n}", config, environ, folder)
         if route.name in routes:
             raise _Refused(f"routes #{n}", f'name "{route.name}" is taken by an earlier route')
         routes[route.name] = route
@@ -100,7 +105,10 @@ def table_of(data: Any, config: Mapping[str, Any], environ: Mapping[str, str]) -
     return Table(routes, tuple(rules), _domains(data.get("domains", {})))
 
 
-def _route(entry: Any, where: str, config: Mapping[str, Any], environ: Mapping[str, str]) -> Route:
+def _route(
+    entry: Any, where: str, config: Mapping[str, Any], environ: Mapping[str, str],
+    folder: Path | None,
+) -> Route:  # fmt: skip
     if not isinstance(entry, dict):
         _known(entry, ROUTE_KEYS, where)
     name = _text(entry, "name", where, required=True)
@@ -122,7 +130,11 @@ def _route(entry: Any, where: str, config: Mapping[str, Any], environ: Mapping[s
     verify = entry.get("tls_verify", config["MAIL_TLS_VERIFY"])
     if not isinstance(verify, bool):
         raise _Refused(where, f"tls_verify must be true or false, not {verify!r}")
-    ca_file = _text(entry, "ca_file", where) or config["MAIL_TLS_CA_FILE"] or None
+    ca_file = _text(entry, "ca_file", where) or None
+    if ca_file and folder is not None:
+        # Beside the file, as its author sees it, not wherever the process was started.
+        ca_file = str(folder / Path(ca_file).expanduser())
+    ca_file = ca_file or config["MAIL_TLS_CA_FILE"] or None
     if ca_file and tls != "none":
         try:  # loaded now, once, as config.check loads the default's
             smtp.tls_context(verify, ca_file)
