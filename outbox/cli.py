@@ -14,7 +14,6 @@ from . import (
     retention,
     rollups,
     runner,
-    smtp,
     tokens,
     webhooks,
     worker,
@@ -58,7 +57,6 @@ def send_queued_command() -> None:
     if paused is not None:
         click.echo(f"sending is paused {_paused(paused)}; nothing sent (outbox resume to go on)")
         return
-    smtp.warn_unsafe(current_app.config)
     warn_unsafe_routes(current_app._get_current_object())  # type: ignore[attr-defined]  # routes (issue 16)
     drainer = worker.Worker()
     tally = drainer.drain()

@@ -13,7 +13,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
-from . import retention, rollups, routes, smtp, webhooks
+from . import retention, rollups, routes, webhooks
 from .bounces import imap
 from .extensions import db
 from .worker import Worker
@@ -88,9 +88,8 @@ def run(app: Flask) -> None:
     busy = schedule(scheduler, app, worker)
     catch_stops()  # before the scheduler starts its threads
     worker.log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
-    smtp.warn_unsafe(app.config)
     webhooks.warn_unsafe(app.config)  # webhooks (issue 15)
-    routes.warn_unsafe(app)  # routes (issue 16): each route of OUTBOX_ROUTES
+    routes.warn_unsafe(app)  # each route of OUTBOX_ROUTES, else the OUTBOX_MAIL_* server
     scheduler.start()
     signum = signal.sigwait(STOPS)
     worker.log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)

@@ -255,3 +255,52 @@ def test_a_route_that_does_not_check_certificates_is_warned_of_at_worker_start(
     (warned,) = caplog.records
     assert warned.getMessage().startswith("route backup: TLS verification is off")
     assert "backup.example.com:465" in warned.getMessage()
+
+
+def test_with_a_routes_file_the_unused_mail_server_is_not_warned_of_and_each_route_is(
+    tmp_path, monkeypatch, caplog
+):
+    """OUTBOX_MAIL_TLS_VERIFY=false is inherited by a route that does not say otherwise, and
+    warned of by that route's name; the OUTBOX_MAIL_* server, unused, is not spoken of."""
+    monkeypatch.setenv("OUTBOX_INSTANCE_PATH", str(tmp_path))
+    write(
+        tmp_path,
+        """
+[[routes]]
+name = "checked"
+host = "smtp.example.com"
+tls_verify = true
+
+[[routes]]
+name = "inherits"
+host = "relay.example.com"
+
+[[routes]]
+name = "plain"
+host = "10.0.0.7"
+tls = "none"
+username = "outbox"
+password = "s3cret"
+""",
+    )
+    config = base_config(f"sqlite:///{tmp_path / 'db.sqlite3'}", ROUTES="routes.toml",
+                         MAIL_TLS_VERIFY=False, MAIL_ALLOW_PLAINTEXT_AUTH=True,
+                         MAIL_SERVER="unused.example.com")  # fmt: skip
+    app = create_app(config)
+    with caplog.at_level(logging.WARNING):
+        routes.warn_unsafe(app)
+    said = [record.getMessage() for record in caplog.records]
+    assert len(said) == 2, said
+    assert said[0].startswith("route inherits: TLS verification is off")
+    assert "relay.example.com:587" in said[0]
+    assert said[1].startswith("route plain: OUTBOX_MAIL_ALLOW_PLAINTEXT_AUTH is on")
+    assert "10.0.0.7:25" in said[1]
+    assert not any("unused.example.com" in line for line in said)
+
+
+def test_without_a_routes_file_the_mail_servers_safeguards_are_warned_of(app, caplog):
+    app.config.update(MAIL_TLS_VERIFY=False, MAIL_SERVER="relay.example.com", MAIL_PORT=587)
+    with caplog.at_level(logging.WARNING):
+        routes.warn_unsafe(app)
+    (said,) = [record.getMessage() for record in caplog.records]
+    assert said.startswith("OUTBOX_MAIL_TLS_VERIFY is off") and "relay.example.com:587" in said

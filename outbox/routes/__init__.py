@@ -146,14 +146,25 @@ def table() -> Table:
 
 
 def warn_unsafe(app: Flask) -> None:
-    """Log a warning for each route of OUTBOX_ROUTES that does not check its server's TLS
-    certificate; once per worker start (smtp.warn_unsafe speaks for the default route)."""
+    """Log a warning for each TLS safeguard the routes turn off; once per worker start.
+
+    With OUTBOX_ROUTES, each of its routes by name (the OUTBOX_MAIL_* server is not used);
+    without, smtp.warn_unsafe for the default route of the OUTBOX_MAIL_* settings.
+    """
     loaded: Table | None = app.extensions.get(KEY) if app.config["ROUTES"] else None
-    for route in loaded.routes.values() if loaded else ():
+    if loaded is None:
+        smtp.warn_unsafe(app.config)
+        return
+    for route in loaded.routes.values():
         settings = route.settings
         if (settings.use_ssl or settings.use_tls) and not settings.verify:
             log.warning(
                 "route %s: TLS verification is off (tls_verify or OUTBOX_MAIL_TLS_VERIFY): the "
                 "certificate and host name of %s are not checked, and whoever answers gets the "
                 "mail and the SMTP password", route.name, settings.where,
+            )  # fmt: skip
+        elif settings.password and not (settings.use_ssl or settings.use_tls):
+            log.warning(
+                "route %s: OUTBOX_MAIL_ALLOW_PLAINTEXT_AUTH is on and tls is none: the SMTP "
+                "password goes to %s unencrypted", route.name, settings.where,
             )  # fmt: skip
