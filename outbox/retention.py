@@ -22,6 +22,7 @@ from sqlalchemy import Table, delete, func, select, update
 from . import audit, rollups, suppression, webhooks
 from .bounces import store as bounce_store
 from .extensions import db
+from .mailings import purge as mailings
 from .models import Attachment, AttachmentChunk, Attempt, Message, RawChunk, RetentionRun, utcnow
 from .queue import moves
 from .queue.moves import SETTLED
@@ -51,6 +52,7 @@ class Purged:
     attachments: int = 0
     bodies_dropped: int = 0
     audit_events: int = 0
+    mailings: int = 0  # mailings (issue 16) whose every recipient's row is gone
 
     def add(self, other: "Purged") -> None:
         for f in fields(self):
@@ -60,12 +62,14 @@ class Purged:
         said = (f"{self.messages} messages, {self.attempts} attempts, "
                 f"{self.attachments} attachments removed; "
                 f"bodies dropped from {self.bodies_dropped} messages")  # fmt: skip
+        if self.mailings:
+            said += f"; {self.mailings} mailings removed"
         if self.audit_events:
             said += f"; {self.audit_events} audit events removed"
         return said
 
     def __bool__(self) -> bool:
-        return bool(self.messages or self.bodies_dropped or self.audit_events)
+        return bool(self.messages or self.bodies_dropped or self.audit_events or self.mailings)
 
 
 def cutoffs(now: datetime, days: int | None = None) -> tuple[datetime | None, datetime | None]:
@@ -106,6 +110,7 @@ def purge(
     done = Purged()
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
+        done.mailings = mailings.purge_old(gone)  # their bodies, once no recipient's row is left
         suppression.purge_old(gone)  # suppression (issue 15): entries expired before the cutoff
         bounce_store.purge_old(gone)  # bounces (issue 15): bounce mails as old as those
         webhooks.purge_old(gone)  # webhooks (issue 15): deliveries as old as the messages gone
@@ -139,6 +144,7 @@ def _count(gone: datetime | None, bodies: datetime | None) -> Purged:
         found.messages = _rows(select(func.count()).select_from(ids))
         found.attempts = _rows(_of(ATTEMPTS, ids))
         found.attachments = _rows(_of(ATTACHMENTS, ids))
+        found.mailings = mailings.count_old(gone)
     if bodies is not None:
         ids = _with_bodies(bodies, gone).subquery()
         found.bodies_dropped = _rows(select(func.count()).select_from(ids))

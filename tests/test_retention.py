@@ -1,8 +1,11 @@
 """Retention: old settled messages go with their attempts and attachments, bodies go first."""
 
+import base64
 import getpass
+import itertools
 import subprocess
 import sys
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -15,18 +18,22 @@ from outbox import queue, reports, retention, runner, tokens, worker
 from outbox.checks import Upload
 from outbox.config import check
 from outbox.extensions import db
+from outbox.mailings import purge as mailing_purge
 from outbox.models import (
     Attachment,
     AttachmentChunk,
     Attempt,
     AuditEvent,
+    Mailing,
+    MailingAttachment,
+    MailingAttachmentChunk,
     Message,
     RetentionRun,
     utcnow,
 )
 from outbox.status import Status
 
-from . import outcomes
+from . import mailing_helpers, outcomes
 from .test_api import MESSAGES, RETRY, auth
 
 DAY = timedelta(days=1)
@@ -225,3 +232,94 @@ def test_the_worker_purges_on_a_schedule_of_its_own_once_a_day(app, make_message
     again = settled(make_message, "sent", 100)
     job.func()  # the day's purge has run
     assert row(again) is not None
+
+
+NAMES = itertools.count()
+
+
+def _mailing(client, days_old: float, recipients: int = 2) -> int:  # type: ignore[no-untyped-def]
+    """A mailing of recipients with one attachment, posted over the API days_old ago."""
+    attachment = {"filename": "plan.txt", "content_type": "text/plain",
+                  "content": base64.b64encode(b"the plan").decode()}  # fmt: skip
+    people = [{"email": f"r{n}@example.com", "fields": {"first": f"R{n}", "plan": "tin"}}
+              for n in range(recipients)]  # fmt: skip
+    payload = mailing_helpers.body(people, attachments=[attachment])
+    answer = mailing_helpers.post(client, tokens.create(f"shop{next(NAMES)}"), payload)
+    assert answer.status_code == 201, answer.get_data(as_text=True)
+    mailing_id = answer.get_json()["id"]
+    then = utcnow() - timedelta(days=days_old)
+    db.session.execute(sa.update(Mailing).where(Mailing.id == mailing_id).values(created_at=then))
+    db.session.commit()
+    return int(mailing_id)
+
+
+def _settle_rows(mailing_id: int, days: float, keep: int = 0) -> None:
+    """Cancel the mailing's rows, all but the last keep, settled days ago."""
+    rows = mailing_helpers.rows_of(mailing_id)
+    for message in rows[: len(rows) - keep]:
+        queue.cancel(message.id)
+        age(message.id, days)
+
+
+@pytest.mark.all_databases
+def test_a_mailing_goes_with_its_attachments_once_the_purge_took_its_last_row(app, client, runner):
+    done = _mailing(client, days_old=100)  # every row settled long ago: goes
+    waiting = _mailing(client, days_old=100)  # one row still queued: stays whole
+    young = _mailing(client, days_old=1, recipients=1)  # no rows, but new: stays
+    # (a guard only: the API never leaves a mailing without rows, and a row is settled
+    # after its mailing was made, so a purged row's mailing is as old as the cutoff)
+    db.session.execute(sa.delete(Message).where(Message.mailing_id == young))
+    db.session.commit()
+    _settle_rows(done, days=95)
+    _settle_rows(waiting, days=95, keep=1)
+    dry = runner.invoke(args=["purge", "--dry-run", "--older-than", "30"])
+    assert dry.output.strip().endswith("; 1 mailings removed"), dry.output
+    assert count(Mailing) == 3  # a dry run removes nothing
+    real = runner.invoke(args=["purge", "--older-than", "30"])
+    assert real.exit_code == 0, real.output
+    said = "3 messages, 0 attempts, 0 attachments removed; bodies dropped from 0 messages"
+    assert real.output.strip() == f"removed: {said}; 1 mailings removed"
+    assert dry.output.replace("would remove: ", "") == real.output.replace("removed: ", "")
+    left = set(db.session.scalars(sa.select(Mailing.id)))
+    files = list(db.session.scalars(sa.select(MailingAttachment.mailing_id)))
+    chunks = count(MailingAttachmentChunk)
+    db.session.commit()
+    assert left == {waiting, young}
+    assert sorted(files) == sorted([waiting, young]) and chunks == 2
+    (kept,) = mailing_helpers.rows_of(waiting)  # its last recipient can still be sent
+    assert kept.status == "queued" and kept.mailing_id == waiting
+    again = runner.invoke(args=["purge", "--older-than", "30"])
+    assert "mailings removed" not in again.output  # nothing more to take
+
+
+SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),
+           pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip
+
+
+@pytest.mark.parametrize("db_kind", SERVERS, indirect=True)
+def test_a_mailing_given_a_recipient_while_the_purge_waits_for_it_stays(app, client):
+    """An append holds the mailing's row lock while it adds rows (intake.append): the purge
+    chose the mailing as empty, waits for that lock, and under it finds the new row."""
+    mailing_id = _mailing(client, days_old=100, recipients=1)
+    (row,) = mailing_helpers.rows_of(mailing_id)
+    db.session.execute(sa.update(Message).where(Message.id == row.id).values(mailing_id=None))
+    db.session.commit()  # the mailing has no rows: the purge will choose it
+    appending = db.engine.connect()
+    appending.begin()
+    appending.execute(sa.select(Mailing.id).where(Mailing.id == mailing_id).with_for_update())
+    appending.execute(sa.update(Message).where(Message.id == row.id).values(mailing_id=mailing_id))
+    removed: list[int] = []
+
+    def purge() -> None:
+        with app.app_context():
+            removed.append(mailing_purge.purge_old(utcnow() - timedelta(days=30)))
+
+    purging = threading.Thread(target=purge)
+    purging.start()
+    purging.join(1.0)
+    assert purging.is_alive()  # waiting for the append's lock
+    appending.commit()
+    appending.close()
+    purging.join(30)
+    assert removed == [0]
+    assert count(Mailing) == 1 and count(MailingAttachment) == 1

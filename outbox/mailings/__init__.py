@@ -6,5 +6,6 @@ the pages treat them as any message. The modules: `stream` (the request read as 
 arrives), `head` (the mailing's own fields), `templates` (the sandbox), `recipients`
 (checked and stored a chunk at a time), `intake` (create and append, all or none),
 `control` (pause, resume, cancel, progress), `render` (a row as a mail at send time),
+`purge` (a mailing removed by retention once none of its rows is left),
 `unsubscribe` (RFC 8058's one-click link and page).
 """
