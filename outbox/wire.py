@@ -64,6 +64,9 @@ class Message(BaseModel):
     # Some recipients have the mail and others do not (yet): a sent message some of whose
     # recipients were refused, or a deferred one some of whose recipients accepted it.
     partly_delivered: bool
+    # mailings (issue 16): the mailing this recipient's row was made for, else null; its
+    # subject and bodies are the mailing's (GET /api/mailings/{id}).
+    mailing_id: int | None
 
 
 class AttachmentInfo(BaseModel):

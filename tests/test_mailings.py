@@ -44,6 +44,15 @@ def test_a_mailing_stores_its_body_once_and_a_bodiless_row_per_recipient(client,
     assert len({r.message_id for r in rows}) == 2
     shown = client.get(response.headers["Location"], headers=auth(token)).get_json()
     assert shown["progress"]["queued"] == 2 and shown["recipients"] == 2
+    # Each recipient's row names its mailing over the API; a message of its own names none.
+    one = client.get(f"/api/messages/{rows[0].id}", headers=auth(token)).get_json()
+    assert one["mailing_id"] == mailing.id and one["to"] == ["Ann <ann@example.com>"]
+    listed = client.get("/api/messages?status=queued", headers=auth(token)).get_json()
+    assert {m["mailing_id"] for m in listed["messages"]} == {mailing.id}
+    alone = client.post("/api/messages", json={"from": "a@example.com", "to": "b@example.com",
+                        "subject": "s", "text": "t"}, headers=auth(token)).get_json()  # fmt: skip
+    assert client.get(f"/api/messages/{alone['id']}", headers=auth(token)).get_json()[
+        "mailing_id"] is None  # fmt: skip
 
 
 @pytest.mark.all_databases

@@ -57,6 +57,7 @@ class Message:
     recipients: list[Recipient]
     partly_delivered: bool
     note: str | None = None  # after resend or cancel: why it waits, if it does
+    mailing_id: int | None = None  # a mailing's recipient: the mailing (an older outbox: None)
 
     @classmethod
     def from_json(cls, found: dict[str, Any]) -> "Message":
