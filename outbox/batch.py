@@ -84,7 +84,7 @@ class BatchSender:
                 # before it renewed of their own.
                 renewed = [claimed_at or started]
                 for n, route in enumerate(chain):
-                    admitted = throttle.admit(part, route, utcnow())  # the others wait
+                    admitted = throttle.admit(part, route, utcnow(), domains_taken=n > 0)
                     tally.held += len(part) - len(admitted)  # not an attempt
                     part = admitted
                     if not part:

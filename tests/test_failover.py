@@ -1,5 +1,7 @@
 """A route's transport trouble moves a message on to the next route; a refusal never does."""
 
+import threading
+
 import pytest
 
 from outbox import routes, smtp
@@ -124,3 +126,32 @@ def test_the_next_batch_tries_the_first_route_again(app, make_message):
     finally:
         first.stop()
         backup.stop()
+
+
+@pytest.mark.all_databases
+def test_a_mail_that_fails_over_takes_its_domains_token_once(app, backup, make_message):
+    """The down route never reached the recipient's domain, so the backup takes only its own
+    route's token: a domain limited to one mail a second (a bucket of one) sends the mail
+    at once, not held back for a second token."""
+    down, up = route("down", free_port()), route("backup", backup.port)
+    rule = routes.Rule("down", fallback=("backup",))
+    app.extensions[routes.KEY] = routes.Table({"down": down, "backup": up}, (rule,),
+                                              {"example.com": 1.0})  # fmt: skip
+    health.forget()
+    message = make_message(to=["ann@example.com"])
+    worker, tallies = Worker(), []
+
+    def drain() -> None:
+        with app.app_context():
+            tallies.append(worker.drain())
+
+    # Charged twice, it was held back at the backup every time, due again a second later
+    # when the down route took the refilled token again: the pass never ended.
+    draining = threading.Thread(target=drain)
+    draining.start()
+    draining.join(20)
+    worker.stop.set()
+    draining.join(30)
+    assert [(t.sent, t.held) for t in tallies] == [(1, 0)]
+    assert backup.recorder.message_ids() == [message.message_id]
+    assert attempt_routes(message.id) == ["backup"]

@@ -26,7 +26,9 @@ log = logging.getLogger("outbox.throttle")
 SLOW_DOWN_STATUS = re.compile(r"(?<![\d.])4\.7\.\d{1,3}(?![\d.])")
 
 
-def admit(claims: list[Claim], route: routes.Route, now: datetime) -> list[Claim]:
+def admit(
+    claims: list[Claim], route: routes.Route, now: datetime, *, domains_taken: bool = False
+) -> list[Claim]:
     """The claims that may be sent through route now; the others are handed back to wait.
 
     Called by a worker just before it sends claims (each with claim.mail). A claim goes
@@ -34,8 +36,12 @@ def admit(claims: list[Claim], route: routes.Route, now: datetime) -> list[Claim
     has a token; the others go back to waiting (queue.hold), due when their bucket has
     a token for them, with their attempts untouched. Claims with no limit to keep touch
     no row: without any limit configured this costs nothing.
+
+    domains_taken: the claims come on from an earlier route of their chain, which took
+    their domains' tokens and failed before any recipient had the mail; the domains have
+    not seen them, so only this route's token is taken now.
     """
-    domains = routes.table().domains
+    domains = {} if domains_taken else routes.table().domains
     if route.rate is None and not domains:
         return claims
     wants = [(c, keys.needs(c.mail, route.name, route.rate, domains)) for c in claims]
