@@ -71,20 +71,27 @@ class Smtpd:
     port: int
     process: subprocess.Popen  # type: ignore[type-arg]
     log: Path
+    tls_port: int | None = None  # --listen-tls: TLS from the first byte
 
 
 @contextmanager
 def running(
-    database_url: str, tmp_path: Path, certs: Certs | None, **settings: str
-) -> Iterator[Smtpd]:
-    """`outbox smtpd` on a free port with these OUTBOX_* settings, greeting; its exit is 0."""
-    port = free_port()
+    database_url: str, tmp_path: Path, certs: Certs | None, listen_tls: bool = False,
+    **settings: str,
+) -> Iterator[Smtpd]:  # fmt: skip
+    """`outbox smtpd` on a free port with these OUTBOX_* settings, greeting; its exit is 0.
+
+    listen_tls: on a second free port with implicit TLS as well (--listen-tls).
+    """
+    port, tls_port = free_port(), free_port() if listen_tls else None
     env = dict(os.environ, OUTBOX_DATABASE_URL=database_url, OUTBOX_SECRET_KEY="test",
                OUTBOX_INSTANCE_PATH=str(tmp_path), PYTHONUNBUFFERED="1")  # fmt: skip
     if certs:
         env.update(OUTBOX_SMTPD_TLS_CERT=str(certs.cert), OUTBOX_SMTPD_TLS_KEY=str(certs.key))
     env.update({f"OUTBOX_{name}": value for name, value in settings.items()})
     command = [str(BIN / "outbox"), "smtpd", "--listen", f"127.0.0.1:{port}"]
+    if tls_port is not None:
+        command += ["--listen-tls", f"127.0.0.1:{tls_port}"]
     log = tmp_path / f"smtpd-{port}.log"
     with log.open("w") as out, processes.group(command, env=env, stdout=out, stderr=out) as proc:
         deadline = time.monotonic() + 30
@@ -92,7 +99,7 @@ def running(
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, f"outbox smtpd did not answer:\n{log.read_text()}"
             time.sleep(0.1)
-        yield Smtpd(port, proc, log)
+        yield Smtpd(port, proc, log, tls_port)
         assert processes.end(proc) == 0, log.read_text()
 
 

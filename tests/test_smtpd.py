@@ -5,6 +5,7 @@ and sent on by a worker, on every database, is in test_smtpd_delivery.py.
 """
 
 import base64
+import contextlib
 import logging
 import smtplib
 import socket
@@ -22,7 +23,7 @@ from outbox.models import Message
 from outbox.submission.server import MAX_RECIPIENTS, address_problem, listening
 
 from .smtpd import free_port
-from .smtpd_process import Certs
+from .smtpd_process import Certs, running
 
 MAIL = b"From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n\r\nHello\r\n"
 
@@ -310,3 +311,32 @@ def test_header_injection_is_refused_naming_the_line(port, certs, token):
     assert refused.value.smtp_error.startswith(b"5.6.0 header line 3 is not a field")
     client.quit()
     assert stored() == 0
+
+
+def test_implicit_tls_on_a_port_of_its_own_takes_mail_and_a_plaintext_client_gets_nothing(
+    app, certs, token, tmp_path
+):
+    """`outbox smtpd --listen-tls` (RFC 8314, port 465): TLS from the first byte with the
+    STARTTLS certificate, checked by the client; AUTH at once, no STARTTLS offered."""
+    with running(app.config["DATABASE_URL"], tmp_path, certs, listen_tls=True) as smtpd:
+        assert smtpd.tls_port is not None
+        client = smtplib.SMTP_SSL("127.0.0.1", smtpd.tls_port, timeout=30,
+                                  context=certs.client_context())  # fmt: skip
+        client.ehlo()
+        assert not client.has_extn("starttls") and "PLAIN" in client.esmtp_features["auth"]
+        client.login("app", token)
+        refused = client.sendmail("a@example.com", ["b@example.com"], MAIL)
+        client.quit()
+        assert refused == {} and stored() == 1
+        # A client that does not speak TLS first is never greeted.
+        with socket.create_connection(("127.0.0.1", smtpd.tls_port), timeout=5) as sock:
+            sock.settimeout(2)
+            with contextlib.suppress(TimeoutError, ConnectionError):
+                assert not sock.recv(100).startswith(b"220")
+    # Without a certificate there is no TLS to listen with.
+    from outbox.submission.smtpd_command import smtpd_command
+
+    app.config["SMTPD_ALLOW_PLAINTEXT_AUTH"] = True
+    listen = ["--listen", "127.0.0.1:1", "--listen-tls", "127.0.0.1:2"]
+    cli = app.test_cli_runner().invoke(smtpd_command, listen)
+    assert cli.exit_code == 2 and "--listen-tls needs OUTBOX_SMTPD_TLS_CERT" in cli.output

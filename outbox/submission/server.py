@@ -223,13 +223,19 @@ def address_problem(
     return None
 
 
-def options(app: Flask, tls: ssl.SSLContext | None, timeout: float) -> dict[str, Any]:
-    """Submission's settings from the app's: SIZE, SMTPUTF8, STARTTLS, AUTH over TLS only."""
+def options(
+    app: Flask, tls: ssl.SSLContext | None, timeout: float, *, implicit: bool = False
+) -> dict[str, Any]:
+    """Submission's settings from the app's: SIZE, SMTPUTF8, STARTTLS, AUTH over TLS only.
+
+    implicit: the connection is TLS from its first byte (RFC 8314, port 465), so there is
+    no STARTTLS to offer and AUTH is already over TLS.
+    """
     return {
         "data_size_limit": app.config["MAX_MESSAGE_BYTES"],
         "enable_SMTPUTF8": True,
-        "tls_context": tls,
-        "auth_require_tls": not app.config["SMTPD_ALLOW_PLAINTEXT_AUTH"],
+        "tls_context": None if implicit else tls,
+        "auth_require_tls": not (implicit or app.config["SMTPD_ALLOW_PLAINTEXT_AUTH"]),
         "timeout": timeout,
     }
 
@@ -240,16 +246,19 @@ class SubmissionController(Controller):
 
 
 def listening(
-    app: Flask, host: str, port: int, tls: ssl.SSLContext | None, timeout: float = IDLE_TIMEOUT
-) -> Controller:
+    app: Flask, host: str, port: int, tls: ssl.SSLContext | None, timeout: float = IDLE_TIMEOUT,
+    *, implicit: bool = False,
+) -> Controller:  # fmt: skip
     """The server in a thread of this process (tests), on host:port from its return; stop() ends it.
 
     `outbox smtpd` runs the same protocol and handler in its main thread (smtpd_command).
+    implicit: TLS from the first byte with tls, as `--listen-tls` does.
     """
     handler = Handler(app)
     controller = SubmissionController(
-        handler, hostname=host, port=port, **options(app, tls, timeout)
-    )
+        handler, hostname=host, port=port, ssl_context=tls if implicit else None,
+        **options(app, tls, timeout, implicit=implicit),
+    )  # fmt: skip
     try:
         controller.start()
     except BaseException:

@@ -21,11 +21,15 @@ STOP_WITHIN = 20.0  # seconds a stop waits for mails under way; the unit allows 
 @click.option("--listen", metavar="HOST:PORT", default="127.0.0.1:587", show_default=True,
               help="Where to take mail: the submission port (RFC 6409); a port under 1024 "
               "needs root or CAP_NET_BIND_SERVICE.")  # fmt: skip
+@click.option("--listen-tls", metavar="HOST:PORT", default=None,
+              help="Also take mail with TLS from the first byte (implicit TLS, RFC 8314), "
+              "usually on port 465, with the same certificate.")  # fmt: skip
 @click.option("--timeout", type=click.FloatRange(min=1), default=server.IDLE_TIMEOUT,
               show_default=True, help="Seconds a client may stay silent before it is "
               "disconnected.")  # fmt: skip
-def smtpd_command(listen: str, timeout: float) -> None:
-    """Take mail over SMTP (STARTTLS, AUTH with an API token) and queue it until stopped.
+def smtpd_command(listen: str, listen_tls: str | None, timeout: float) -> None:
+    """Take mail over SMTP (STARTTLS or implicit TLS, AUTH with an API token) and queue it
+    until stopped.
 
     The user name is the API token's name, the password the token; the token needs the
     send scope. AUTH is offered only after STARTTLS (OUTBOX_SMTPD_TLS_CERT and
@@ -38,10 +42,13 @@ def smtpd_command(listen: str, timeout: float) -> None:
     logging.getLogger("mail.log").setLevel(logging.ERROR)
     host, port = split_listen(listen)
     context = checked_tls(app, host)
+    implicit = split_listen(listen_tls) if listen_tls else None
+    if implicit and context is None:
+        raise click.UsageError("--listen-tls needs OUTBOX_SMTPD_TLS_CERT and OUTBOX_SMTPD_TLS_KEY")
     try:
-        serve(app, host, port, context, timeout)
+        serve(app, (host, port), context, timeout, implicit)
     except OSError as exc:
-        raise click.ClickException(f"cannot listen on {host}:{port}: {exc}") from None
+        raise click.ClickException(f"cannot listen: {exc}") from None
 
 
 def checked_tls(app: Flask, host: str) -> ssl.SSLContext | None:
@@ -62,8 +69,12 @@ def checked_tls(app: Flask, host: str) -> ssl.SSLContext | None:
     return context
 
 
-def serve(app: Flask, host: str, port: int, context: ssl.SSLContext | None, timeout: float) -> None:
-    """Serve in this thread until SIGTERM or SIGINT, then let the mails under way finish.
+def serve(
+    app: Flask, where: tuple[str, int], context: ssl.SSLContext | None, timeout: float,
+    implicit: tuple[str, int] | None = None,
+) -> None:  # fmt: skip
+    """Serve in this thread until SIGTERM or SIGINT, then let the mails under way finish;
+    on implicit as well, with TLS from the first byte (context), if given.
 
     A stop closes the port first, then waits up to STOP_WITHIN for every DATA under way
     to get its answer: a mail cut off before its 250 is the client's to send again.
@@ -71,17 +82,25 @@ def serve(app: Flask, host: str, port: int, context: ssl.SSLContext | None, time
     loop = asyncio.new_event_loop()
     handler = server.Handler(app)
     settings = server.options(app, context, timeout)
+    tls_settings = server.options(app, context, timeout, implicit=True)
 
     def protocol() -> server.Submission:
         return server.Submission(handler, loop=loop, **settings)
 
+    def tls_protocol() -> server.Submission:
+        return server.Submission(handler, loop=loop, **tls_settings)
+
     try:
-        listening = loop.run_until_complete(loop.create_server(protocol, host, port))
+        listening = [loop.run_until_complete(loop.create_server(protocol, *where))]
+        starttls = "with STARTTLS" if context else "without TLS"
+        click.echo(f"taking mail on {where[0]}:{where[1]} {starttls}", err=True)
+        if implicit is not None:
+            made = loop.create_server(tls_protocol, *implicit, ssl=context)
+            listening.append(loop.run_until_complete(made))
+            click.echo(f"taking mail on {implicit[0]}:{implicit[1]} with TLS", err=True)
         stopping = asyncio.Event()
         for sig in STOPS:
             loop.add_signal_handler(sig, stopping.set)
-        starttls = "with STARTTLS" if context else "without TLS"
-        click.echo(f"taking mail on {host}:{port} {starttls}", err=True)
         loop.run_until_complete(_until_stopped(listening, stopping, handler))
         loop.run_until_complete(_end_connections())
     finally:
@@ -91,10 +110,11 @@ def serve(app: Flask, host: str, port: int, context: ssl.SSLContext | None, time
 
 
 async def _until_stopped(
-    listening: asyncio.Server, stopping: asyncio.Event, handler: server.Handler
+    listening: list[asyncio.Server], stopping: asyncio.Event, handler: server.Handler
 ) -> None:
     await stopping.wait()
-    listening.close()
+    for each in listening:
+        each.close()
     deadline = asyncio.get_running_loop().time() + STOP_WITHIN
     while handler.in_flight and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.05)
