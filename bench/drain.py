@@ -111,7 +111,7 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         "--callgrind",
         action="store_true",
         help="run the first process under valgrind's callgrind and print the instructions it"
-        " ran: the same for the same code whatever else the machine does (slow: ~30 mails/s)",
+        " ran: moved far less by the machine's load than the rates (slow: ~30 mails/s)",
     )
     args = parser.parse_args(argv)
     if args.profile and args.callgrind:
