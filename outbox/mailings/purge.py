@@ -13,13 +13,12 @@ from typing import Any, cast
 from sqlalchemy import ColumnElement, Table, delete, exists, func, not_, select
 
 from ..extensions import db
-from ..models import Mailing, MailingAttachment, MailingAttachmentChunk, Message
-from ..queue.moves import SETTLED
+from ..models import MailingAttachment, MailingAttachmentChunk
+from ..queue.moves import MESSAGES, SETTLED
+from .intake import MAILINGS
 
-MAILINGS = cast(Table, Mailing.__table__)
 FILES = cast(Table, MailingAttachment.__table__)
 CHUNKS = cast(Table, MailingAttachmentChunk.__table__)
-MESSAGES = cast(Table, Message.__table__)
 BATCH = 500  # mailings a transaction
 
 
