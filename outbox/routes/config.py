@@ -133,7 +133,7 @@ def _route(
     ca_file = _text(entry, "ca_file", where) or None
     if ca_file and folder is not None:
         # Beside the file, as its author sees it, not wherever the process was started.
-        ca_file = str(folder / Path(ca_file).expanduser())
+        ca_file = str(path_of(ca_file, str(folder)))
     ca_file = ca_file or config["MAIL_TLS_CA_FILE"] or None
     if ca_file and tls != "none":
         try:  # loaded now, once, as config.check loads the default's
