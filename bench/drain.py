@@ -254,31 +254,50 @@ def sample_mail(attachment_sizes: list[int]) -> tuple[str, list[str], bytes]:
 
 def _blast(address: tuple[str, int], mail: tuple[str, list[str], bytes], seconds: float,
            start: Any, results: Any) -> None:  # fmt: skip
-    """Send the same mail over one connection for seconds; report (sent, seconds taken)."""
+    """Send the same mail over one connection for seconds; report (sent, seconds taken,
+    CPU seconds used)."""
     sender, recipients, data = mail
     with smtplib.SMTP(*address, timeout=30) as smtp:
         smtp.ehlo()
         start.wait()
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         sent = 0
         while time.perf_counter() - began < seconds:
             smtp.sendmail(sender, recipients, data)
             sent += 1
-        results.put((sent, time.perf_counter() - began))
+        results.put((sent, time.perf_counter() - began, time.process_time() - cpu))
 
 
-def ceiling(address: tuple[str, int], connections: int, seconds: float, mail: Any) -> float:
-    """Mails/s that connections bare smtplib clients, one process each, get through."""
+@dataclass
+class Ceiling:
+    """What bare smtplib clients got through a server: mails/s, and CPU per mail."""
+
+    rate: float
+    client_cpu: float = 0.0  # seconds a mail, the clients together
+    server_cpu: float = 0.0  # seconds a mail, the server (0: not watched)
+
+
+def ceiling(address: tuple[str, int], connections: int, seconds: float, mail: Any,
+            server: int | None = None) -> Ceiling:  # fmt: skip
+    """Mails/s that connections bare smtplib clients, one process each, get through,
+    and the CPU a mail cost them and the server (pid server, if given)."""
     context = multiprocessing.get_context("fork")
     start, results = context.Barrier(connections), context.Queue()
     clients = [context.Process(target=_blast, args=(address, mail, seconds, start, results))
                for _ in range(connections)]  # fmt: skip
     for client in clients:
         client.start()
+    server_before = cpu_seconds(server)
     done = [results.get(timeout=seconds + 60) for _ in clients]
+    server_used = cpu_seconds(server) - server_before
     for client in clients:
         client.join()
-    return sum(sent / took for sent, took in done)
+    sent = sum(count for count, _, _ in done)
+    return Ceiling(
+        rate=sum(count / took for count, took, _ in done),
+        client_cpu=sum(cpu for _, _, cpu in done) / max(sent, 1),
+        server_cpu=server_used / max(sent, 1),
+    )
 
 
 # ---- the drain
@@ -477,16 +496,19 @@ def measure_ceilings(args: argparse.Namespace, mail: Any) -> dict[str, float]:
         return found
     if args.smtp:
         host, port = args.smtp.rsplit(":", 1)
-        found["given server"] = ceiling((host, int(port)), count, args.ceiling_seconds, mail)
+        found["given server"] = ceiling((host, int(port)), count, args.ceiling_seconds, mail).rate
         return found
     kinds = (
         [("sink-cmd", False)] if args.sink_cmd else [("smtp-sink", False), ("smtp-sink -D", True)]
     )
     for name, record in kinds:
         with smtpsink.Sink(record=record, command=args.sink_cmd) as sink:
-            rate = ceiling((sink.host, sink.port), count, args.ceiling_seconds, mail)
-        found[name] = rate
-        print(f"ceiling, {name}, {count} connections: {rate:,.0f} mails/s", flush=True)
+            got = ceiling((sink.host, sink.port), count, args.ceiling_seconds, mail,
+                          sink.process.pid)  # fmt: skip
+        found[name] = got.rate
+        print(f"ceiling, {name}, {count} connections: {got.rate:,.0f} mails/s (CPU per mail:"
+              f" clients {1e6 * got.client_cpu:,.0f} us, sink {1e6 * got.server_cpu:,.0f} us)",
+              flush=True)  # fmt: skip
     return found
 
 
