@@ -24,6 +24,7 @@ import dkim
 from cryptography.hazmat.primitives import serialization
 
 from outbox import mime
+from outbox.checks import Upload
 from outbox.dkim import keys, signing
 from outbox.rendered import Features
 
@@ -82,7 +83,7 @@ def per_mail(work: Callable[[], object], seconds: float) -> float:
 
 def memory(mib: int, key: signing.Signer) -> None:
     """Peak Python heap while a mail with an attachment of mib MiB is rendered and sent out."""
-    attachment = [("big.bin", "application/octet-stream", bytes(range(256)) * (mib * 4096))]
+    attachment = [Upload("big.bin", "application/octet-stream", bytes(range(256)) * (mib * 4096))]
     for label, signers in (("unsigned", ()), ("signed", (key,))):
         tracemalloc.start()
         mail = mime.prepare(CASES["2 KB text"], attachment)  # type: ignore[arg-type]

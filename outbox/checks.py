@@ -29,6 +29,13 @@ _QUOTED = r'"(?:[^"\\\x00-\x1f\x7f]|\\[^\x00-\x1f\x7f])*"'
 PARAMETER = re.compile(rf"\s*({_TOKEN})\s*=\s*({_TOKEN}|{_QUOTED})\s*")
 CONTENT_TYPE_CHARS = 255  # the attachments.content_type column
 FILENAME_CHARS = 255  # the attachments.filename column
+# A Content-ID (RFC 2392) as stored, without its angle brackets: a msg-id's characters
+# (RFC 5322 atext, dots and "@"). Senders often leave out the "@" ("<logo>"); readers
+# take it so, and outbox does too. The attachments.content_id column holds 250.
+_ID = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~.@-]{1,250}"
+CONTENT_ID = re.compile(_ID)
+CONTENT_ID_ERROR = "must be 1 to 250 letters, digits, dots and !#$%&'*+-/=?^_`{|}~@, in <> or not"
+ATTACHMENT_KEYS = ("filename", "content_type", "content", "content_id")
 HEADER_NAME = re.compile(r"^[!-9;-~]{1,76}$")  # RFC 5322 field-name: printable, no colon
 # Headers that outbox writes itself from the message's own fields.
 RESERVED_HEADERS = {
@@ -81,10 +88,40 @@ class Upload:
     filename: str
     content_type: str
     data: bytes
+    # An inline part's Content-ID, without <>: the HTML shows it as "cid:<content_id>".
+    content_id: str | None = None
 
 
-def check_upload(filename: str, content_type: str | None, data: bytes) -> Upload:
-    """One attachment with a safe file name and a well-formed content type."""
+def check_content_id(value: Any) -> str | None:
+    """A Content-ID as stored (no angle brackets), None for none; ValueError if malformed."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError("content_id must be a string")
+    found = value.strip()
+    if found.startswith("<") and found.endswith(">"):
+        found = found[1:-1]
+    if not CONTENT_ID.fullmatch(found):
+        raise ValueError(f"content_id {value[:60]!r} {CONTENT_ID_ERROR}")
+    return found
+
+
+def check_inline(uploads: list[Upload]) -> None:
+    """ValueError naming a Content-ID given to two of a message's attachments."""
+    seen: set[str] = set()
+    for upload in uploads:
+        if upload.content_id is None:
+            continue
+        if upload.content_id.lower() in seen:
+            raise ValueError(f"content_id {upload.content_id!r} is given to two attachments")
+        seen.add(upload.content_id.lower())
+
+
+def check_upload(
+    filename: str, content_type: str | None, data: bytes, content_id: Any = None
+) -> Upload:
+    """One attachment with a safe file name, a well-formed content type and, for an
+    inline part, a well-formed Content-ID."""
     if problem := line_break_problem(filename):
         raise ValueError(f"file name {problem}")
     if UNSTORABLE.search(filename):
@@ -101,7 +138,8 @@ def check_upload(filename: str, content_type: str | None, data: bytes) -> Upload
         given = []  # a guessed type takes no parameters given for another
     if not MIME_TYPE.match(kind):
         raise ValueError(f"{content_type!r} is not a content type")
-    return Upload(name, _with_parameters(kind, given, content_type or ""), data)
+    cid = check_content_id(content_id)
+    return Upload(name, _with_parameters(kind, given, content_type or ""), data, cid)
 
 
 def _with_parameters(kind: str, given: list[str], content_type: str) -> str:
@@ -132,6 +170,11 @@ class Attachment(BaseModel):
     )
     # byte: OpenAPI 3.0's name for base64, which tools still read.
     content: str = Field(json_schema_extra={"format": "byte", "contentEncoding": "base64"})
+    content_id: Annotated[str, Field(pattern=rf"^(?:<{_ID}>|{_ID})$")] | None = Field(
+        None,
+        description="Makes the file an inline part of the HTML, which shows it as"
+        ' `<img src="cid:logo">` for content_id "logo" (RFC 2392). Unique in the message.',
+    )
 
 
 def json_uploads(value: Any) -> list[Upload]:
@@ -144,6 +187,11 @@ def json_uploads(value: Any) -> list[Upload]:
     for item in value:
         if not isinstance(item, Mapping) or not isinstance(item.get("filename"), str):
             raise ValueError("each attachment needs a filename")
+        if unknown := sorted(str(key) for key in item if key not in ATTACHMENT_KEYS):
+            raise ValueError(
+                f"{item['filename']}: {', '.join(unknown)} is not a key of an attachment"
+                f" (it takes {', '.join(ATTACHMENT_KEYS)})"
+            )
         if not isinstance(item.get("content_type"), str | None):
             raise ValueError(f"{item['filename']}: content_type must be a string")
         content = item.get("content")
@@ -153,7 +201,9 @@ def json_uploads(value: Any) -> list[Upload]:
             data = base64.b64decode(content, validate=True)
         except (binascii.Error, ValueError):
             raise ValueError(f"{item['filename']}: content is not valid base64") from None
-        uploads.append(check_upload(item["filename"], item.get("content_type"), data))
+        uploads.append(check_upload(item["filename"], item.get("content_type"), data,
+                                    item.get("content_id")))  # fmt: skip
+    check_inline(uploads)
     return uploads
 
 

@@ -22,15 +22,16 @@ from email.utils import formatdate
 
 from . import encoding
 from .addresses import LINE_BREAK, Kind, Mailbox, a_label, by_kind
+from .checks import Upload
 from .deliveries import pending
 from .dkim import keyring, signing
-from .encoding import ATEXT, fold, parameters
+from .encoding import ATEXT, fold
 from .models import Message as Row
-from .parts import attachment_head, boundary, content
+from .parts import Pieces, attachment_head, content
 from .rendered import Features, Prepared, Rendered
 from .schema import HEADER_NAME
 
-Attachments = list[tuple[str, str, bytes]]  # (file name, content type, data)
+Attachments = list[Upload]  # a message's files: attachments, and inline parts of its HTML
 
 DOT_ATOM = re.compile(f"[{ATEXT}]+(?:\\.[{ATEXT}]+)*")
 # RFC 6532 3.2: a UTF-8 local part's atoms take any non-ASCII character too.
@@ -134,6 +135,9 @@ class Mail:
     html: str | None
     attachments: list[tuple[bytes, bytes]]  # (part headers, data)
     seven_bit: tuple[bytes, set[str]]  # the content for a server without 8BITMIME, its CTEs
+    # Parts the HTML shows by Content-ID (cid:), as attachments are: with the HTML in
+    # multipart/related (RFC 2387).
+    inline: list[tuple[bytes, bytes]] = field(default_factory=list)
     made: dict[Features, Prepared] = field(default_factory=dict)
     # bounces (issue 15): each pending address's VERP return path; None: VERP is off.
     returns: dict[str, str] | None = None
@@ -158,22 +162,22 @@ class Mail:
         head, raw = self._addresses(utf8)
         body, ctes = self.seven_bit
         if features.eight_bit and ctes != {"7bit"}:  # some text may go as it is, in 8bit
-            body, ctes = content(self.text, self.html, True, bool(self.attachments))
-        top = b"".join([_date(), head, self.head])
-        if not self.attachments:
-            texts = [top + body]
-        else:
-            outer = boundary()
-            mark = f"\r\n--{outer}\r\n".encode()
-            mixed = fold("Content-Type", parameters("multipart/mixed", [("boundary", outer)]))
-            texts = [top + mixed + b"\r\n" + mark[2:] + body]
-            for part_head, _ in self.attachments:
-                texts[-1] += mark + part_head + b"\r\n"
-                texts.append(b"")
-            texts[-1] += f"\r\n--{outer}--\r\n".encode()
+            body, ctes = content(self.text, self.html, True, bool(self.attachments or self.inline))
+        # multipart/mixed around the attachments, multipart/related (RFC 2387) around the
+        # HTML, alone or with its text alternative, and the parts it shows by cid:.
+        pieces = Pieces(b"".join([_date(), head, self.head]))
+        outer = pieces.open("multipart/mixed", []) if self.attachments else None
+        root = "text/html" if self.text is None else "multipart/alternative"
+        inner = pieces.open("multipart/related", [("type", root)]) if self.inline else None
+        pieces.texts[-1] += body
+        for mark, files in ((inner, self.inline), (outer, self.attachments)):
+            if mark is not None:
+                for part_head, part in files:
+                    pieces.file(mark, part_head, part)
+                pieces.close(mark)
         utf8_used = raw or not sender.isascii() or not all(r.isascii() for r in recipients)
         eight_bit = "8bit" in ctes or (raw and features.eight_bit)
-        data = Rendered(texts, [data for _, data in self.attachments], eight_bit, utf8_used)
+        data = Rendered(pieces.texts, pieces.files, eight_bit, utf8_used)
         if self.signers:  # dkim (issue 16): last, over what this server gets
             data = signing.signed(data, self.signers)
         return Prepared(sender, recipients, stored, data, unsendable)
@@ -257,6 +261,7 @@ def _prepared(row: Row, attachments: Attachments) -> Mail:
     for name, value in headers.items():
         head.append(encoding.unstructured(name, value, long_words=True))
     head.append(b"MIME-Version: 1.0\r\n")
+    html = row.html_body is not None
     return Mail(
         sender=Mailbox(row.from_addr, row.from_name or ""),
         reply_to=Mailbox(row.reply_to, row.reply_to_name or "") if row.reply_to else None,
@@ -266,6 +271,13 @@ def _prepared(row: Row, attachments: Attachments) -> Mail:
         head=b"".join(head),
         text=row.text_body,
         html=row.html_body,
-        attachments=[(attachment_head(n, t), d) for n, t, d in attachments],
+        # A Content-ID with no HTML to show it: an inline attachment, in multipart/mixed.
+        attachments=[_part(a) for a in attachments if a.content_id is None or not html],
+        inline=[_part(a) for a in attachments if a.content_id is not None and html],
         seven_bit=content(row.text_body, row.html_body, False, bool(attachments)),
     )
+
+
+def _part(upload: Upload) -> tuple[bytes, bytes]:
+    """A file as Mail keeps it: its part's headers, and its data."""
+    return attachment_head(upload.filename, upload.content_type, upload.content_id), upload.data

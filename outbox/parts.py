@@ -60,12 +60,39 @@ def _content_type(value: str) -> tuple[str, tuple[tuple[str, str], ...]]:
     return header.content_type, tuple((k, v) for k, v in params if k.lower() != "name")
 
 
-def attachment_head(filename: str, content_type: str) -> bytes:
+def attachment_head(filename: str, content_type: str, content_id: str | None = None) -> bytes:
     """An attachment part's headers: its type with every parameter it was stored with, its
-    file name (RFC 2231 where it is not short plain ASCII) in both places readers look."""
+    file name (RFC 2231 where it is not short plain ASCII) in both places readers look;
+    with a Content-ID (RFC 2392, checked as checks.CONTENT_ID), an inline part."""
     kind, params = _content_type(content_type)
+    disposition = "attachment" if content_id is None else "inline"
     return b"".join([
         fold("Content-Type", parameters(kind, [*params, ("name", filename)])),
         b"Content-Transfer-Encoding: base64\r\n",
-        fold("Content-Disposition", parameters("attachment", [("filename", filename)])),
+        fold("Content-Disposition", parameters(disposition, [("filename", filename)])),
+        b"" if content_id is None else f"Content-ID: <{content_id}>\r\n".encode(),
     ])  # fmt: skip
+
+
+class Pieces:
+    """A mail's text as pieces around its files' data, each file's data a piece of its own
+    (Rendered streams them in turn), written a multipart at a time."""
+
+    def __init__(self, top: bytes) -> None:
+        self.texts, self.files = [top], list[bytes]()
+
+    def open(self, kind: str, params: list[tuple[str, str]]) -> str:
+        """Begin a multipart of kind (its Content-Type, the blank line, the first
+        delimiter); its boundary. Its first part's headers and content come next."""
+        mark = boundary()
+        head = fold("Content-Type", parameters(kind, [*params, ("boundary", mark)]))
+        self.texts[-1] += head + f"\r\n--{mark}\r\n".encode()
+        return mark
+
+    def file(self, mark: str, head: bytes, data: bytes) -> None:
+        self.texts[-1] += f"\r\n--{mark}\r\n".encode() + head + b"\r\n"
+        self.files.append(data)
+        self.texts.append(b"")
+
+    def close(self, mark: str) -> None:
+        self.texts[-1] += f"\r\n--{mark}--\r\n".encode()

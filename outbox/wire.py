@@ -77,6 +77,7 @@ class AttachmentInfo(BaseModel):
     filename: str
     content_type: str
     size: int  # bytes
+    content_id: str | None = None  # an inline part's, without <>; None: an attachment
 
 
 class AttemptInfo(BaseModel):
@@ -163,7 +164,12 @@ def detail_json(
     """The answer's MessageDetail: the message, its attachments' names and sizes, its attempts."""
     found = message_json(message)
     found["attachments"] = [
-        {"filename": a.filename, "content_type": a.content_type, "size": a.size}
+        {
+            "filename": a.filename,
+            "content_type": a.content_type,
+            "size": a.size,
+            "content_id": a.content_id,
+        }
         for a in attachments
     ]
     found["attempt_log"] = [

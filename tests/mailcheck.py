@@ -9,6 +9,7 @@ from typing import Any
 
 from outbox import encoding
 from outbox.addresses import a_label
+from outbox.checks import Upload
 from outbox.encoding import NEWLINE
 
 ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
@@ -121,7 +122,7 @@ def text_of(part: EmailMessage | None) -> str | None:
     return content.replace("\r\n", "\n")
 
 
-def check(data: bytes, row: Any, attachments: list[tuple[str, str, bytes]], utf8: bool) -> None:
+def check(data: bytes, row: Any, attachments: list[Upload], utf8: bool) -> None:
     """The mail parses clean and every field reads back as the row stored it."""
     mail = parsed(data, utf8)
     head = headers(data) if utf8 else mail
@@ -146,8 +147,29 @@ def check(data: bytes, row: Any, attachments: list[tuple[str, str, bytes]], utf8
             text_of(mail.get_body((kind,))),
             want,
         )
-    got = [
-        (part.get_filename(), part.get_content_type(), part.get_payload(decode=True))
-        for part in mail.iter_attachments()
-    ]
-    assert got == [(n, t.split(";")[0].strip().lower(), d) for n, t, d in attachments]
+    assert files(mail) == [
+        (a.filename, a.content_type.split(";")[0].strip().lower(), a.data, a.content_id)
+        for a in [*(a for a in attachments if a.content_id and html is not None),
+                  *(a for a in attachments if not (a.content_id and html is not None))]
+    ]  # fmt: skip
+
+
+def files(mail: EmailMessage) -> list[tuple[str | None, str, bytes, str | None]]:
+    """Each file of a mail as (name, type, data, Content-ID without <>): the inline parts
+    of its multipart/related first (RFC 2387: its type is its root's), then the
+    attachments of its multipart/mixed."""
+    related = [p for p in mail.walk() if p.get_content_type() == "multipart/related"]
+    assert len(related) <= 1
+    found = []
+    for part in related:
+        root = part.get_payload()[0]
+        assert part.get_param("type") == root.get_content_type()
+        assert root.get_content_type() in ("text/html", "multipart/alternative")
+        for inline in part.iter_attachments():
+            assert inline.get_content_disposition() == "inline" and inline["Content-ID"]
+            found.append(inline)
+    if mail.get_content_type() == "multipart/mixed":
+        found += mail.iter_attachments()
+    return [(part.get_filename(), part.get_content_type(), part.get_payload(decode=True),
+             str(part["Content-ID"])[1:-1] if part["Content-ID"] else None)
+            for part in found]  # fmt: skip

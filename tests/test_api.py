@@ -14,6 +14,7 @@ from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
 from outbox import create_app, queue, tokens
+from outbox.checks import Upload
 from outbox.extensions import db, dispose_engines
 from outbox.models import Attempt, Message, utcnow
 from outbox.status import Retry, Status
@@ -104,8 +105,8 @@ def test_json_message_is_stored_with_every_field(client, token):
     assert row.next_attempt_at == row.send_after
     assert row.headers == body["headers"]
     assert queue.read_attachments(row.id) == [
-        ("a.txt", "text/plain", b"first"),
-        ("b.pdf", "application/pdf", b"%PDF-1.4"),
+        Upload("a.txt", "text/plain", b"first"),
+        Upload("b.pdf", "application/pdf", b"%PDF-1.4"),
     ]
     shown = client.get(response.headers["Location"], headers=auth(token))
     assert shown.status_code == 200 and shown.get_json()["id"] == answer["id"]
@@ -131,8 +132,8 @@ def test_multipart_takes_several_attachments(client, token):
     response = client.post(MESSAGES, data=form, headers=auth(token))
     assert response.status_code == 201
     assert queue.read_attachments(response.get_json()["id"]) == [
-        ("one.txt", "text/plain", b"one"),
-        ("two.png", "image/png", b"\x89PNG two"),
+        Upload("one.txt", "text/plain", b"one"),
+        Upload("two.png", "image/png", b"\x89PNG two"),
     ]
     assert stored() == {"messages": 1, "attachments": 2, "attachment_chunks": 2}
 
@@ -157,7 +158,7 @@ def test_html_only_unicode_message_with_3_mib_attachment_round_trips(client, tok
     assert (row.from_name, row.from_addr) == ("Zoë Ärger", "zoe@example.com")
     assert (row.text_body, row.html_body) == (None, "<p>Schöne Grüße – 你好</p>")
     assert queue.read_attachments(message_id) == [
-        ("Bericht Größe 📎.bin", "application/octet-stream", big)
+        Upload("Bericht Größe 📎.bin", "application/octet-stream", big)
     ]
     assert stored() == {"messages": 1, "attachments": 1, "attachment_chunks": 3}
 

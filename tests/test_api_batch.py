@@ -7,6 +7,7 @@ import pytest
 import sqlalchemy as sa
 
 from outbox import create_app, queue, tokens
+from outbox.checks import Upload
 from outbox.extensions import db, dispose_engines
 from outbox.models import Message
 from outbox.queue import attachments, store
@@ -219,10 +220,12 @@ def test_attachments_are_stored_in_chunks_with_their_message(client, token, monk
     response = batch(client, token, messages)
     assert response.status_code == 201
     ids = [a["id"] for a in response.get_json()["messages"]]
-    assert queue.read_attachments(ids[0], 1) == [("a.txt", "text/plain", b"hello there")]
+    assert queue.read_attachments(ids[0], 1) == [Upload("a.txt", "text/plain", b"hello there")]
     assert queue.read_attachments(ids[1], 0) == []
     assert queue.read_attachments(ids[2], 2) == [
-        ("b.bin", "application/pdf", b"%PDF"), ("c.png", "image/png", b"\x89PNG")]  # fmt: skip
+        Upload("b.bin", "application/pdf", b"%PDF"),
+        Upload("c.png", "image/png", b"\x89PNG"),
+    ]
     assert stored() == {"messages": 3, "attachments": 3, "attachment_chunks": 5}
 
 

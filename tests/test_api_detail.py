@@ -41,8 +41,18 @@ def test_the_detail_shows_addresses_attachments_and_each_attempt(client, token):
     assert shown["bcc"] == ["hidden@example.com"]
     assert shown["reply_to"] == "Help Desk <help@example.com>"
     assert shown["attachments"] == [
-        {"filename": "invoice.pdf", "content_type": "application/pdf", "size": 10},
-        {"filename": "notes.txt", "content_type": NOTES_TYPE, "size": 8},  # ü and ß: 2 bytes
+        {
+            "filename": "invoice.pdf",
+            "content_type": "application/pdf",
+            "size": 10,
+            "content_id": None,
+        },
+        {
+            "filename": "notes.txt",
+            "content_type": NOTES_TYPE,
+            "size": 8,  # ü and ß: 2 bytes
+            "content_id": None,
+        },
     ]
     assert [(a["outcome"], a["smtp_code"], a["error"]) for a in shown["attempt_log"]] == [
         ("deferred", 451, "451 4.7.1 try later"),

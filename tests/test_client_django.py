@@ -75,8 +75,13 @@ def test_django_mail_is_queued_in_a_batch_and_delivered_whole(served, smtp_app, 
     assert parsed.get_body(("plain",)).get_content().strip() == "Your order ships."
     assert parsed.get_body(("html",)).get_content().strip() == "<p>Your order <b>ships</b>.</p>"
     files = {part.get_filename(): part.get_content() for part in parsed.iter_attachments()}
-    assert files == {"invoice.pdf": IMAGE[::-1], "note.txt": "merci ✓\n", "logo.png": IMAGE,
+    assert files == {"invoice.pdf": IMAGE[::-1], "note.txt": "merci ✓\n",
                      "terms.txt": "Terms of sale: all sales are final.\n"}  # fmt: skip
+    # The MIMEImage with its Content-ID: an inline part beside the HTML (RFC 2387).
+    (related,) = [p for p in parsed.walk() if p.get_content_type() == "multipart/related"]
+    (logo,) = related.iter_attachments()
+    assert (logo.get_filename(), logo["Content-ID"], logo.get_content_disposition(),
+            logo.get_content()) == ("logo.png", "<logo>", "inline", IMAGE)  # fmt: skip
     _, parsed = mails["Stock low"]  # type: ignore[misc]
     assert parsed.get_body(("html",)).get_content().strip() == "<p>Only 2 left</p>"
     _, parsed = mails["Welcome"]  # type: ignore[misc]

@@ -14,12 +14,13 @@ from hypothesis import strategies as st
 
 from outbox import mime
 from outbox.addresses import a_label
+from outbox.checks import Upload
 from outbox.dkim import signing
 from outbox.rendered import Features
 
 from .dkimkeys import dns, signer, verifies
 from .mailcheck import check
-from .test_mime import ATTACHMENT, ROWS, make_row
+from .test_mime import FILES, ROWS, make_row
 
 PLAIN, UTF8 = Features(), Features(eight_bit=True, smtputf8=True)
 # One key for each From domain test_mime's rows use, made once (as A-labels).
@@ -126,7 +127,7 @@ def test_signatures_verify_and_tampering_breaks_them(kind, features) -> None:  #
 def test_attachments_are_signed_as_they_stream_and_verify() -> None:
     key, _, record = signer("example.com", "s1")
     data = bytes(range(256)) * 4000  # a megabyte, base64 a block at a time
-    message = signed_mail([key], attachments=[("a.bin", "application/octet-stream", data)],
+    message = signed_mail([key], attachments=[Upload("a.bin", "application/octet-stream", data)],
                           html="<p>" + "x" * 50_000 + "</p>")  # fmt: skip
     assert dkim.verify(message, dnsfunc=dns({b"s1._domainkey.example.com.": record.encode()}))
 
@@ -151,7 +152,7 @@ def test_each_signer_adds_a_signature_first_in_the_header_and_size_counts_them()
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(fields=ROWS, attachments=st.lists(ATTACHMENT, max_size=2),
+@given(fields=ROWS, attachments=FILES,
        features=st.sampled_from([PLAIN, Features(eight_bit=True), UTF8]))  # fmt: skip
 def test_every_mail_signed_verifies_and_still_reads_back(fields, attachments, features) -> None:  # type: ignore[no-untyped-def]
     stored = SimpleNamespace(**fields)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from outbox import mime
 from outbox.addresses import LINE_BREAK
+from outbox.checks import Upload
 from outbox.queue.store import msgid_domain
 from outbox.rendered import Features
 
@@ -61,7 +62,13 @@ NAME = st.text(CHARS, min_size=1, max_size=255).filter(
 TYPES = st.sampled_from(
     ["application/pdf", "text/plain; charset=iso-8859-1", "image/png", "text/csv; charset=utf-8"]
 )
-ATTACHMENT = st.tuples(NAME, TYPES, st.binary(max_size=300))
+# Content-IDs as checks.check_content_id keeps them: a msg-id, a bare word, the longest.
+CONTENT_ID = st.one_of(
+    st.none(), st.sampled_from(["part1.4C3B2A@example.com", "logo", "~" + "a" * 248 + "@"])
+)
+ATTACHMENT = st.builds(Upload, NAME, TYPES, st.binary(max_size=300), CONTENT_ID)
+# A message's files: attachments and inline parts, no Content-ID given twice.
+FILES = st.lists(ATTACHMENT, max_size=3, unique_by=lambda u: u.content_id or object())
 ROWS = st.fixed_dictionaries(
     {
         "subject": st.one_of(WORDS, st.just("x" * 998), st.text(CHARS, max_size=998)).filter(
@@ -102,7 +109,7 @@ def data_of(row: SimpleNamespace, attachments: list[Any] | None = None, features
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     fields=ROWS,
-    attachments=st.lists(ATTACHMENT, max_size=2),
+    attachments=FILES,
     features=st.sampled_from([PLAIN, EIGHT, UTF8]),
 )
 def test_every_mail_reads_back_as_it_was_stored(fields, attachments, features) -> None:  # type: ignore[no-untyped-def]
@@ -121,11 +128,14 @@ def test_no_line_passes_998_octets_for_the_longest_values_the_api_takes() -> Non
         subject="x" * 998, from_name="N" * 998, text_body="y" * 2000 + "\n" + "中" * 1500,
         html_body="<p>" * 17000, headers={"X-Long": "u" * 5000, "X-Words": "ab " * 2000},
     )  # fmt: skip
-    data = data_of(row, [("n" * 255 + ".txt", "text/plain", b"z")])
+    longest_id = "c" * 125 + "@" + "d" * 124
+    files = [Upload("n" * 255 + ".txt", "text/plain", b"z"),
+             Upload("i" * 255 + ".png", "image/png", b"png", longest_id)]  # fmt: skip
+    data = data_of(row, files)
     assert long_lines(data) == []
     headers = data.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
     assert [len(line) for line in headers if len(line) > 78] == []  # encoded where needed
-    check(data, row, [("n" * 255 + ".txt", "text/plain", b"z")], False)
+    check(data, row, files, False)
 
 
 @pytest.mark.parametrize(
@@ -241,7 +251,7 @@ def test_headers_encode_what_would_not_read_back_and_nothing_else() -> None:
 def test_shapes_and_attachment_parameters() -> None:
     html_only = parsed(data_of(make_row(text_body=None, html_body="<b>x</b>")))
     assert html_only.get_content_type() == "text/html" and not html_only.is_multipart()
-    attachments = [("résumé.txt", "text/plain; charset=iso-8859-1", "é".encode("latin-1"))]
+    attachments = [Upload("résumé.txt", "text/plain; charset=iso-8859-1", "é".encode("latin-1"))]
     data = data_of(make_row(), attachments)
     assert b"filename*=UTF-8''r%C3%A9sum%C3%A9.txt" in data
     (part,) = parsed(data).iter_attachments()

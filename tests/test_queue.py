@@ -213,8 +213,8 @@ def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message)
                                         Upload("b.txt", "text/plain", b"hi")])  # fmt: skip
     assert db.session.query(AttachmentChunk).count() == 4
     assert queue.read_attachments(message.id) == [
-        ("a.bin", "application/octet-stream", big),
-        ("b.txt", "text/plain", b"hi"),
+        Upload("a.bin", "application/octet-stream", big),
+        Upload("b.txt", "text/plain", b"hi"),
     ]
 
 

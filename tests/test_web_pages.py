@@ -115,7 +115,7 @@ def test_compose_enqueues_the_message_with_its_attachments(signed_in):
     )  # fmt: skip
     assert row.send_after == row.next_attempt_at == datetime(2030, 1, 2, 3, 4, 5)
     assert queue.read_attachments(row.id) == [
-        ("a.txt", "text/plain", b"first"), ("b.pdf", "application/pdf", b"%PDF-1.4")
+        Upload("a.txt", "text/plain", b"first"), Upload("b.pdf", "application/pdf", b"%PDF-1.4")
     ]  # fmt: skip
     assert (
         parse(signed_in.get(response.headers["Location"])).find("h1").text

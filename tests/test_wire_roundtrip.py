@@ -156,7 +156,9 @@ ATTACHMENT = st.fixed_dictionaries(
         "filename": FILENAME,
         "content_type": st.sampled_from(["application/pdf", "text/plain", "image/png"]),
         "content": st.binary(max_size=2000).map(lambda b: base64.b64encode(b).decode()),
-    }
+    },
+    # An inline part of the HTML (or, with no HTML, an attachment with its Content-ID).
+    optional={"content_id": st.sampled_from(["<logo@example.com>", "chart", "part.2"])},
 )
 MESSAGE = st.fixed_dictionaries(
     {
@@ -168,7 +170,9 @@ MESSAGE = st.fixed_dictionaries(
         "text": st.one_of(st.none(), BODY),
         "html": st.one_of(st.none(), BODY),
         "headers": st.dictionaries(st.sampled_from(["X-Tag", "X-Campaign"]), ONE_LINE, max_size=2),
-        "attachments": st.lists(ATTACHMENT, max_size=2),
+        "attachments": st.lists(
+            ATTACHMENT, max_size=2, unique_by=lambda a: a.get("content_id") or object()
+        ),
     }
 ).filter(lambda m: m["text"] or m["html"])
 

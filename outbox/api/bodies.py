@@ -4,7 +4,7 @@ from typing import Any
 
 from flask import request
 
-from ..checks import Upload, check_upload
+from ..checks import Upload, check_inline, check_upload
 from ..drafts import Draft, DraftError, build_draft
 from ..schema import FORM_KINDS, WIRE_NAMES, unknown_field
 from ..wire import BATCH_LIMIT
@@ -70,7 +70,11 @@ def _fields() -> dict[str, Any]:
 
 
 def _uploads() -> tuple[list[Upload], dict[str, str]]:
-    """The checked files of a multipart body, and what is wrong with them."""
+    """The checked files of a multipart body, and what is wrong with them.
+
+    A file part's own Content-ID header makes it an inline part of the HTML (curl:
+    `-F 'attachments=@logo.png;headers="Content-ID: <logo>"'`).
+    """
     uploads: list[Upload] = []
     errors: dict[str, str] = {}
     for name in request.files:
@@ -78,10 +82,15 @@ def _uploads() -> tuple[list[Upload], dict[str, str]]:
             errors[name] = "takes no file" if name in WIRE_NAMES.values() else unknown_field(name)
             continue
         for item in request.files.getlist(name):
+            filename, cid = item.filename or "", item.headers.get("Content-ID")
             try:
-                uploads.append(check_upload(item.filename or "", item.content_type, item.read()))
+                uploads.append(check_upload(filename, item.content_type, item.read(), cid))
             except ValueError as exc:
                 errors[name] = str(exc)
+    try:
+        check_inline(uploads)
+    except ValueError as exc:
+        errors.setdefault("attachments", str(exc))
     return uploads, errors
 
 

@@ -15,7 +15,7 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.message import EmailMessage
 
 from .api import BATCH_LIMIT, Client
-from .email import Attachment, Email, unnamed
+from .email import Attachment, Email, content_id, unnamed
 from .errors import OutboxError
 
 # Headers Django reads from extra_headers itself (From, To, Cc, Reply-To), and those
@@ -111,8 +111,9 @@ def charset_of(content_type: str) -> str:
 def _attachment(item: Any, number: int, charset: str) -> Attachment:
     """A (filename, content, mimetype) triple or a MIMEBase part as an Attachment.
 
-    A part's own headers (Content-ID, an inline disposition) are not kept: the API
-    takes a file's name, type and bytes.
+    A part's Content-ID makes it an inline part of the HTML (multipart/related, as
+    Django's own backend sends an image attached with one); its other headers are not
+    kept: the API takes a file's name, type, bytes and Content-ID.
     """
     if isinstance(item, MIMEBase):
         if item.is_multipart():
@@ -122,7 +123,8 @@ def _attachment(item: Any, number: int, charset: str) -> Attachment:
             kind = f"{kind}; charset={param}"
         data = item.get_payload(decode=True)
         assert isinstance(data, bytes)  # a part that is not multipart decodes to bytes
-        return Attachment(item.get_filename() or unnamed(kind, number), data, kind)
+        filename = item.get_filename() or unnamed(kind, number)
+        return Attachment(filename, data, kind, content_id(item.get("Content-ID")))
     filename, content, mimetype = item
     mimetype = mimetype or mimetypes.guess_type(filename or "")[0] or "application/octet-stream"
     if isinstance(content, EmailMessage):

@@ -50,19 +50,25 @@ def _is_pair(value: Any) -> bool:
 
 @dataclass(frozen=True)
 class Attachment:
-    """A file to attach: its name, bytes and type (guessed from the name when None)."""
+    """A file to attach: its name, bytes and type (guessed from the name when None).
+
+    With a content_id, an inline part: the HTML shows it as `<img src="cid:logo">` for
+    content_id "logo".
+    """
 
     filename: str
     content: bytes
     content_type: str | None = None
+    content_id: str | None = None
 
     @classmethod
     def from_path(
-        cls, path: str | os.PathLike[str], content_type: str | None = None
-    ) -> "Attachment":
+        cls, path: str | os.PathLike[str], content_type: str | None = None,
+        content_id: str | None = None,
+    ) -> "Attachment":  # fmt: skip
         """The file at path, named by its last part."""
         found = Path(path)
-        return cls(found.name, found.read_bytes(), content_type)
+        return cls(found.name, found.read_bytes(), content_type, content_id)
 
     @classmethod
     def from_file(cls, file: IO[bytes], filename: str | None = None,
@@ -75,8 +81,19 @@ class Attachment:
 
     def to_json(self) -> dict[str, Any]:
         kind = self.content_type or mimetypes.guess_type(self.filename)[0]
-        return {"filename": self.filename, "content_type": kind,
-                "content": base64.b64encode(self.content).decode("ascii")}  # fmt: skip
+        found = {"filename": self.filename, "content_type": kind,
+                 "content": base64.b64encode(self.content).decode("ascii")}  # fmt: skip
+        if self.content_id is not None:
+            found["content_id"] = self.content_id
+        return found
+
+
+def content_id(value: Any) -> str | None:
+    """A Content-ID header's value as the API takes it: without its angle brackets."""
+    if value is None:
+        return None
+    found = str(value).strip()
+    return found[1:-1] if found.startswith("<") and found.endswith(">") else found
 
 
 def unnamed(content_type: str, number: int) -> str:

@@ -15,7 +15,7 @@ from flask_mail import Message as MailMessage
 from flask_mail import email_dispatched
 
 from .api import Client
-from .email import Attachment, Email, unnamed
+from .email import Attachment, Email, content_id, unnamed
 from .results import Message
 
 # Headers outbox writes itself: the Message-ID it fixes at enqueue (set on the message
@@ -130,10 +130,13 @@ def to_email(message: MailMessage) -> Email:
 
 
 def _attachment(item: Any, number: int, charset: str) -> Attachment:
-    """A flask_mail.Attachment; its disposition and headers are not kept (the API takes a
-    file's name, type and bytes)."""
+    """A flask_mail.Attachment; a Content-ID among its headers makes it an inline part of
+    the HTML; its disposition and other headers are not kept (the API takes a file's
+    name, type, bytes and Content-ID)."""
     data = item.data.encode(charset) if isinstance(item.data, str) else item.data
     kind = item.content_type
     if isinstance(item.data, str) and kind.startswith("text/") and "charset" not in kind:
         kind = f"{kind}; charset={charset}"
-    return Attachment(item.filename or unnamed(kind, number), data, kind)
+    headers = {k.lower(): v for k, v in (item.headers or {}).items()}
+    cid = content_id(headers.get("content-id"))
+    return Attachment(item.filename or unnamed(kind, number), data, kind, cid)

@@ -71,6 +71,7 @@ class AttachmentInfo:
     filename: str
     content_type: str
     size: int  # bytes
+    content_id: str | None = None  # an inline part's, without <>
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,7 @@ def _store_attachments(mailing_id: int, head: Head) -> None:
             filename=upload.filename,
             content_type=upload.content_type,
             size=len(data),
+            content_id=upload.content_id,
         )
         key = inserted(stmt, {})
         for seq, start in enumerate(range(0, len(data), CHUNK_BYTES)):

@@ -79,11 +79,11 @@ def attachments(mailing_id: int, count: int) -> mime.Attachments:
         data = buffer.getvalue()
         if len(data) != item.size:
             raise Damaged(f"attachment {item.filename!r} holds {len(data)} of {item.size} bytes")
-        found.append((item.filename, item.content_type, data))
+        found.append(Upload(item.filename, item.content_type, data, item.content_id))
     db.session.commit()
     if len(found) != count:
         raise Damaged(f"{len(found)} of the mailing's {count} attachments are stored")
-    if sum(len(data) for _, _, data in found) <= ATTACHMENT_CACHE_BYTES:
+    if sum(len(upload.data) for upload in found) <= ATTACHMENT_CACHE_BYTES:
         with _lock:
             _attachments = (key, found)
     return found
@@ -146,4 +146,4 @@ def copied(message: Message) -> dict[str, Any]:
     count = message.attachment_count
     found = attachments(message.mailing_id or 0, count) if count else []
     return {"subject": texts["subject"] or "", "text": texts["text"], "html": texts["html"],
-            "headers": headers, "attachments": [Upload(*item) for item in found]}  # fmt: skip
+            "headers": headers, "attachments": list(found)}  # fmt: skip

@@ -125,6 +125,8 @@ class Attachment(Base):
     filename: Mapped[str] = mapped_column(String(255))
     content_type: Mapped[str] = mapped_column(String(255))
     size: Mapped[int] = mapped_column(BigInteger)
+    # An inline part's Content-ID, without <> (migration 0020); None: an attachment.
+    content_id: Mapped[str | None] = mapped_column(String(250), nullable=True)
 
     message: Mapped[Message] = relationship(back_populates="attachments")
 

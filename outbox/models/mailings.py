@@ -61,6 +61,7 @@ class MailingAttachment(Base):
     filename: Mapped[str] = mapped_column(String(255))
     content_type: Mapped[str] = mapped_column(String(255))
     size: Mapped[int] = mapped_column(BigInteger)
+    content_id: Mapped[str | None] = mapped_column(String(250), nullable=True)  # inline part
 
 
 class MailingAttachmentChunk(Base):

@@ -4,6 +4,7 @@ import io
 
 from sqlalchemy import select
 
+from ..checks import Upload
 from ..extensions import db
 from ..models import CHUNK_BYTES, Attachment, AttachmentChunk
 
@@ -12,11 +13,12 @@ class Damaged(Exception):
     """A message's stored attachments are incomplete; sent, it would be another mail."""
 
 
-def store(message_pk: int, filename: str, content_type: str, data: bytes) -> None:
+def store(message_pk: int, upload: Upload) -> None:
     """Add one attachment to the session's transaction, a chunk at a time."""
-    attachment = Attachment(
-        message_pk=message_pk, filename=filename, content_type=content_type, size=len(data)
-    )
+    data = upload.data
+    attachment = Attachment(message_pk=message_pk, filename=upload.filename,
+                            content_type=upload.content_type, size=len(data),
+                            content_id=upload.content_id)  # fmt: skip
     db.session.add(attachment)
     db.session.flush()
     for seq, start in enumerate(range(0, len(data), CHUNK_BYTES)):
@@ -28,8 +30,8 @@ def store(message_pk: int, filename: str, content_type: str, data: bytes) -> Non
         db.session.expunge(chunk)
 
 
-def read_attachments(message_pk: int, count: int | None = None) -> list[tuple[str, str, bytes]]:
-    """One message's attachments as (filename, content type, data), chunk by chunk.
+def read_attachments(message_pk: int, count: int | None = None) -> list[Upload]:
+    """One message's attachments (inline parts too), chunk by chunk.
 
     Damaged if an attachment's chunks do not add up to the size it was stored with,
     or, given count, if the message holds another number of attachments.
@@ -50,7 +52,8 @@ def read_attachments(message_pk: int, count: int | None = None) -> list[tuple[st
                 f"attachment {attachment.filename!r} holds {len(data)} of its "
                 f"{attachment.size} bytes"
             )
-        found.append((attachment.filename, attachment.content_type, data))
+        found.append(Upload(attachment.filename, attachment.content_type, data,
+                            attachment.content_id))  # fmt: skip
     if count is not None and len(found) != count:
         raise Damaged(f"{len(found)} of the message's {count} attachments are stored")
     return found

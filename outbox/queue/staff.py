@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ..addresses import Kind
-from ..checks import Upload
 from ..drafts import Draft
 from ..extensions import db
 from ..mailings import render as mailing_render  # mailings (issue 16)
@@ -82,7 +81,7 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         html=old.html_body,
         headers=dict(old.headers or {}),
         priority=old.priority,
-        attachments=[Upload(*found) for found in read_attachments(message_id)],
+        attachments=read_attachments(message_id),
     )
     if old.mailing_id:  # mailings (issue 16): a recipient's copy is its mail as rendered
         draft = dataclasses.replace(draft, **mailing_render.copied(old))

@@ -93,7 +93,7 @@ def _insert_with_attachments(
     assert key is not None  # a single-row INSERT always has one
     message = _as_stored(key[0], row)
     for upload in uploads:
-        attachments.store(message.id, upload.filename, upload.content_type, upload.data)
+        attachments.store(message.id, upload)
     if marked:
         suppression_screen.announce([(message.id, row)], row["created_at"])
     db.session.commit()
@@ -249,7 +249,7 @@ def enqueue_batch(
         suppression_screen.announce([(ids[n], rows[n]) for n in marked], now)
         for pk, draft in zip(ids, drafts, strict=True):
             for upload in draft.attachments:
-                attachments.store(pk, upload.filename, upload.content_type, upload.data)
+                attachments.store(pk, upload)
         db.session.commit()
     except IntegrityError:
         db.session.rollback()
