@@ -1,7 +1,10 @@
 """The outbox list, the message page and the error pages in Chromium, at phone and desktop width."""
 
+import base64
 import re
+import struct
 import time
+import zlib
 from typing import Any
 
 import pytest
@@ -304,3 +307,36 @@ def test_a_mail_handed_over_by_smtp_shows_its_bodies_and_downloads_as_it_came(
         path = download.value.path()
         assert path.read_bytes().endswith(RAW)
         assert download.value.suggested_filename == f"outbox-{queued.id}.eml"
+
+
+def png(width: int, height: int, rgb: bytes) -> bytes:
+    """A PNG of one colour, made by hand: a browser must decode it."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        body = kind + data
+        return struct.pack(">I", len(data)) + body + struct.pack(">I", zlib.crc32(body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)  # 8-bit RGB
+    rows = b"".join(b"\0" + rgb * width for _ in range(height))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))  # fmt: skip
+
+
+def test_the_html_body_shows_its_inline_image_and_nothing_remote(browser, site, console):
+    logo = base64.b64encode(png(3, 2, b"\xcc\x22\x11")).decode()
+    html = ('<p>Order</p><img id="logo" src="cid:logo@shop.example" alt="Shop">'
+            '<img id="pixel" src="https://tracker.example/p.gif" alt="">')  # fmt: skip
+    attachments = [{"filename": "logo.png", "content": logo, "content_id": "logo@shop.example"}]
+    queued = store(site, "ann@example.com", "Inline logo", html=html, attachments=attachments)
+    assert settled(site, queued) == {queued: "sent"}
+    with staff_tab(browser, site, console, 1280) as page:
+        page.goto(f"/messages/{queued}")
+        frame = page.frame_locator("iframe.body")
+        expect(frame.locator("p")).to_have_text("Order")
+        shown = frame.locator("#logo")
+        expect(shown).to_have_js_property("complete", True)
+        assert shown.evaluate("i => [i.naturalWidth, i.naturalHeight]") == [3, 2]
+        assert frame.locator("#pixel").evaluate("i => i.naturalWidth") == 0
+        expect(page.locator("ul.attachments")).to_contain_text(
+            "inline in the HTML as cid:logo@shop.example"
+        )

@@ -17,6 +17,7 @@ from outbox.client.flask import to_email
 from outbox.extensions import db
 from outbox.models import Message
 from outbox.status import Status
+from outbox.web.shown import INLINE_SHOWN_BYTES, inline_images, with_inline
 from outbox.worker import Tally, Worker
 
 from . import mailing_helpers
@@ -245,3 +246,41 @@ def test_the_client_and_flask_mail_hand_over_a_content_id():
     sent = to_email(flask_mail_message).to_json()
     assert [(a["filename"], a.get("content_id")) for a in sent["attachments"]] == [
         ("logo.png", "logo@shop.example"), ("invoice.pdf", None)]  # fmt: skip
+
+
+# ---- the message page's HTML body shows the inline images (as data: URLs) ----
+
+
+def test_cid_urls_become_data_urls_of_raster_images_only():
+    svg = Upload("x.svg", "image/svg+xml", b"<svg onload=alert(1)>", "drawing")
+    big = Upload("big.png", "image/png", b"x" * (INLINE_SHOWN_BYTES + 1), "big")
+    images = inline_images([Upload("logo.png", "image/png", PNG, "Logo@Shop.Example"), svg, big])
+    assert list(images) == ["logo@shop.example"]
+    url = f"data:image/png;base64,{encoded(PNG)}"
+    html = ('<img src="cid:logo@shop.example"><img src=CID:logo%40shop.example>'
+            '<td style="background: url(cid:logo@shop.example)">'
+            '<img src="cid:drawing"><img src="cid:gone"><p>see cid:logo@shop.example</p>'
+            "<img src = 'cid:logo@shop.example'>")  # fmt: skip
+    assert with_inline(html, images) == (
+        f'<img src="{url}"><img src={url}><td style="background: url({url})">'
+        '<img src="cid:drawing"><img src="cid:gone"><p>see cid:logo@shop.example</p>'
+        f"<img src = '{url}'>"
+    )
+
+
+@pytest.mark.all_databases
+def test_the_html_body_page_shows_a_messages_and_a_mailings_inline_images(client, signed_in, token):
+    url = f"data:image/png;base64,{encoded(PNG)}"
+    message_id = client.post(MESSAGES, json=message(), headers=auth(token)).get_json()["id"]
+    shown = signed_in.get(f"/messages/{message_id}/body.html")
+    assert shown.get_data(as_text=True) == HTML.replace("cid:logo@shop.example", url)
+    assert "img-src data:" in shown.headers["Content-Security-Policy"]
+    page = signed_in.get(f"/messages/{message_id}").get_data(as_text=True)
+    assert "inline in the HTML as <code>cid:logo@shop.example</code>" in page
+
+    inline = {"filename": "logo.png", "content": encoded(PNG), "content_id": "logo"}
+    body = mailing_helpers.body(html='<p>{{ first }}</p><img src="cid:logo">', attachments=[inline])
+    mailing_id = mailing_helpers.post(client, token, body).get_json()["id"]
+    ann, _ = mailing_helpers.rows_of(mailing_id)
+    shown = signed_in.get(f"/messages/{ann.id}/body.html")
+    assert shown.get_data(as_text=True) == f'<p>Ann</p><img src="{url}">'

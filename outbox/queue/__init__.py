@@ -5,7 +5,7 @@ status.MOVES and names in its WHERE the status (and, for a worker, the claim) it
 Callers use the verbs below; the modules behind them are the package's own business.
 """
 
-from .attachments import Damaged, read_attachments
+from .attachments import Damaged, read_attachments, read_inline
 from .claims import Claim, claim_batch, has_due, release, release_held, renew
 from .holds import hold  # throttling (issue 16)
 from .moves import MoveRefused
@@ -25,7 +25,7 @@ from .store import BATCH_KEY_SEPARATOR, Queued, batch_fingerprint, enqueue, enqu
 __all__ = [
     "BATCH_KEY_SEPARATOR", "Claim", "Damaged", "Finished", "MoveRefused", "Queued",
     "Moved", "batch_fingerprint", "cancel", "cancel_many", "claim_batch", "enqueue",
-    "enqueue_batch", "has_due", "hold",
-    "read_attachments", "record", "release", "release_held", "release_stale", "renew",
+    "enqueue_batch", "has_due", "hold", "read_attachments", "read_inline",
+    "record", "release", "release_held", "release_stale", "renew",
     "resend", "resend_all_failed", "resend_many", "send_again", "send_now",
 ]  # fmt: skip

@@ -36,24 +36,34 @@ def read_attachments(message_pk: int, count: int | None = None) -> list[Upload]:
     Damaged if an attachment's chunks do not add up to the size it was stored with,
     or, given count, if the message holds another number of attachments.
     """
-    found = []
     listing = select(Attachment).where(Attachment.message_pk == message_pk)
-    for attachment in db.session.execute(listing.order_by(Attachment.id)).scalars().all():
-        chunks = select(AttachmentChunk.data).where(AttachmentChunk.attachment_id == attachment.id)
-        # One chunk at a time from the server into one buffer, whose getvalue() hands
-        # its bytes over uncopied: all chunks fetched and then joined held a 20 MiB
-        # attachment twice.
-        buffer, ordered = io.BytesIO(), chunks.order_by(AttachmentChunk.seq)
-        for chunk in db.session.scalars(ordered, execution_options={"yield_per": 1}):
-            buffer.write(chunk)
-        data = buffer.getvalue()
-        if len(data) != attachment.size:
-            raise Damaged(
-                f"attachment {attachment.filename!r} holds {len(data)} of its "
-                f"{attachment.size} bytes"
-            )
-        found.append(Upload(attachment.filename, attachment.content_type, data,
-                            attachment.content_id))  # fmt: skip
+    found = [_read(a) for a in db.session.scalars(listing.order_by(Attachment.id)).all()]
     if count is not None and len(found) != count:
         raise Damaged(f"{len(found)} of the message's {count} attachments are stored")
     return found
+
+
+def read_inline(message_pk: int, largest: int) -> list[Upload]:
+    """One message's inline parts (those with a Content-ID) of at most largest bytes."""
+    listing = select(Attachment).where(
+        Attachment.message_pk == message_pk,
+        Attachment.content_id.is_not(None),
+        Attachment.size <= largest,
+    )
+    return [_read(a) for a in db.session.scalars(listing.order_by(Attachment.id)).all()]
+
+
+def _read(attachment: Attachment) -> Upload:
+    """An attachment's data, chunk by chunk; Damaged if they do not add up to its size."""
+    chunks = select(AttachmentChunk.data).where(AttachmentChunk.attachment_id == attachment.id)
+    # One chunk at a time from the server into one buffer, whose getvalue() hands its
+    # bytes over uncopied: all chunks fetched and then joined held a 20 MiB attachment twice.
+    buffer, ordered = io.BytesIO(), chunks.order_by(AttachmentChunk.seq)
+    for chunk in db.session.scalars(ordered, execution_options={"yield_per": 1}):
+        buffer.write(chunk)
+    data = buffer.getvalue()
+    if len(data) != attachment.size:
+        raise Damaged(
+            f"attachment {attachment.filename!r} holds {len(data)} of its {attachment.size} bytes"
+        )
+    return Upload(attachment.filename, attachment.content_type, data, attachment.content_id)

@@ -31,7 +31,14 @@ from . import compose as composing
 from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
 from .forms import ActionForm, ResendAllForm
 from .roles import requires
-from .shown import back_to, loads_remote, without_remote
+from .shown import (
+    INLINE_SHOWN_BYTES,
+    back_to,
+    inline_images,
+    loads_remote,
+    with_inline,
+    without_remote,
+)
 
 bp = Blueprint("messages", __name__, url_prefix="/messages")
 bp.before_request(login_required(lambda: None))
@@ -133,9 +140,22 @@ def html_body(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
     mailing_render.onto(message)  # mailings (issue 16): rendered on view
     raw_shown.onto(message)  # submission (issue 17)
-    response = Response(without_remote(message.html_body or ""), mimetype="text/html")
+    html = with_inline(without_remote(message.html_body or ""), _inline_images(message))
+    response = Response(html, mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
     return response
+
+
+def _inline_images(message: Message) -> dict[str, str]:
+    """The message's inline images, as data: URLs by Content-ID, for its HTML body."""
+    if not message.html_body or not message.attachment_count or message.raw_size is not None:
+        return {}
+    if message.mailing_id:  # mailings (issue 16): the mailing's files, read once a process
+        files = mailing_render.attachments(message.mailing_id, message.attachment_count)
+    else:
+        files = queue.read_inline(message.id, INLINE_SHOWN_BYTES)
+    db.session.commit()
+    return inline_images(files)
 
 
 @bp.get("/<int:message_pk>/attachments/<int:attachment_id>")
