@@ -83,6 +83,33 @@ def check_headers(value: Any) -> dict[str, str]:
     return headers
 
 
+# metadata: an app's own labels for a message, given back in answers and webhooks.
+METADATA_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
+METADATA_KEYS = 20
+METADATA_VALUE_CHARS = 1000
+
+
+def check_metadata(value: Any) -> dict[str, str]:
+    """An app's metadata: at most METADATA_KEYS string keys of 1 to 40 letters, digits
+    and _.:- , each to a string of at most METADATA_VALUE_CHARS characters."""
+    if value is None or value == {}:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError("must be an object of keys to strings")
+    if len(value) > METADATA_KEYS:
+        raise ValueError(f"holds {len(value)} keys; at most {METADATA_KEYS}")
+    found = {}
+    for key, text in value.items():
+        if not isinstance(key, str) or not METADATA_KEY.fullmatch(key):
+            raise ValueError(f"{str(key)[:60]!r} is not a key: 1 to 40 letters, digits and _.:-")
+        if not isinstance(text, str):
+            raise ValueError(f"the value of {key} must be a string")
+        if len(text) > METADATA_VALUE_CHARS:
+            raise ValueError(f"the value of {key} is longer than {METADATA_VALUE_CHARS} characters")
+        found[key] = text
+    return found
+
+
 @dataclass
 class Upload:
     filename: str

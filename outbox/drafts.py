@@ -39,6 +39,7 @@ class Draft:
     priority: int = 0
     send_after: datetime | None = None
     attachments: list[Upload] = field(default_factory=list)
+    metadata: dict[str, str] = field(default_factory=dict)  # the app's labels, not sent
 
     def size(self) -> int:
         """Bytes of bodies and attachments, the part limited by MAX_MESSAGE_BYTES."""
@@ -49,6 +50,8 @@ class Draft:
         """A digest of the whole content, to tell a true repeat from a reused key."""
         digest = hashlib.sha256()
         fields = {k: v for k, v in self.__dict__.items() if k != "attachments"}
+        if not fields["metadata"]:  # digests made before metadata existed stay the same
+            del fields["metadata"]
         fields["send_after"] = self.send_after.isoformat() if self.send_after else None
         # Each address as a person writes it, as the digest has always taken them.
         for name in ("from_addr", "reply_to"):
@@ -58,6 +61,8 @@ class Draft:
         digest.update(json.dumps(fields, sort_keys=True).encode())
         for upload in self.attachments:
             digest.update(f"\0{upload.filename}\0{upload.content_type}\0".encode())
+            if upload.content_id is not None:  # inline parts: as above, older digests hold
+                digest.update(f"cid:{upload.content_id}\0".encode())
             digest.update(hashlib.sha256(upload.data).digest())
         return digest.hexdigest()
 

@@ -52,11 +52,13 @@ class Event:
     code: str | None = None
     text: str | None = None
     at: datetime | None = None
+    metadata: Mapping[str, str] | None = None  # the message's; None: read when queued
 
-    def data(self) -> dict[str, Any]:
+    def data(self, metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
         return {"id": self.message_pk, "message_id": self.message_id,
                 "recipient": self.recipient, "code": self.code, "text": self.text,
-                "at": iso(self.at, "microseconds")}  # fmt: skip
+                "at": iso(self.at, "microseconds"),
+                "metadata": dict(self.metadata or metadata or {})}  # fmt: skip
 
 
 def body(kind: str, data: Mapping[str, Any], now: datetime) -> str:
@@ -113,15 +115,17 @@ def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str |
         return 0
     ids = [done.claim.id for done, _ in found]
     c = Message.__table__.c
-    message_ids = dict(db.session.execute(select(c.id, c.message_id).where(c.id.in_(ids))).all())
+    rows = {row.id: row for row in db.session.execute(
+        select(c.id, c.message_id, c.meta).where(c.id.in_(ids)))}  # fmt: skip
     events = [
         Event(
             BY_STATUS[statuses[done.claim.id]],
             done.claim.id,
-            message_ids[done.claim.id],
+            rows[done.claim.id].message_id,
             code=_code(statuses[done.claim.id], done.code),
             text=error or done.reply,
             at=done.finished_at,
+            metadata=rows[done.claim.id].meta or {},
         )  # fmt: skip
         for done, error in found
     ]
@@ -154,13 +158,24 @@ def endpoints_changed() -> None:
     current_app.extensions.setdefault(__name__, {})["none_until"] = 0.0
 
 
+def _metadata(message_pks: list[int]) -> dict[int, dict[str, str]]:
+    """The metadata of these messages, read in one query (none if no pks)."""
+    if not message_pks:
+        return {}
+    c = Message.__table__.c
+    stmt = select(c.id, c.meta).where(c.id.in_(set(message_pks)))
+    return {row.id: row.meta or {} for row in db.session.execute(stmt)}
+
+
 def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now: datetime) -> int:
+    wanted = [(event, [endpoint for endpoint, kinds in endpoints if event.kind in kinds])
+              for event in events]  # fmt: skip
+    wanted = [(event, wanting) for event, wanting in wanted if wanting]
+    metadata = _metadata([event.message_pk for event, _ in wanted if event.metadata is None])
     rows = []
-    for event in events:
-        wanting = [endpoint for endpoint, kinds in endpoints if event.kind in kinds]
-        if not wanting:
-            continue
-        text, event_id = body(event.kind, event.data(), now), new_event_id()
+    for event, wanting in wanted:
+        data = event.data(metadata.get(event.message_pk))
+        text, event_id = body(event.kind, data, now), new_event_id()
         rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
                   "payload": text, "status": "pending", "attempts": 0, "next_attempt_at": now,
                   "created_at": now} for endpoint in wanting]  # fmt: skip

@@ -21,12 +21,16 @@ from .addresses import Mailbox
 from .addresses import parse as parse_addresses
 from .checks import (
     HEADER_NAME,
+    METADATA_KEY,
+    METADATA_KEYS,
+    METADATA_VALUE_CHARS,
     ONE_LINE,
     RESERVED_HEADERS,
     UNSTORABLE_ERROR,
     Attachment,
     Upload,
     check_headers,
+    check_metadata,
     json_uploads,
     line_break_problem,
     unstorable,
@@ -51,6 +55,12 @@ HeaderMap = Annotated[dict[str, str], WithJsonSchema({
     "type": "object",
     "propertyNames": {"pattern": HEADER_NAME.pattern, "not": {"enum": sorted(RESERVED_HEADERS)}},
     "additionalProperties": {"type": "string", "pattern": ONE_LINE},
+})]  # fmt: skip
+MetadataMap = Annotated[dict[str, str], WithJsonSchema({
+    "type": "object",
+    "maxProperties": METADATA_KEYS,
+    "propertyNames": {"pattern": f"^{METADATA_KEY.pattern}$"},
+    "additionalProperties": {"type": "string", "maxLength": METADATA_VALUE_CHARS},
 })]  # fmt: skip
 
 
@@ -239,6 +249,11 @@ class NewMessage(BaseModel):
     attachments: Annotated[list[Upload], _checked(json_uploads, list[Attachment] | None)] = Field(
         default_factory=list, title="Attachments"
     )
+    metadata: Annotated[dict[str, str], _checked(check_metadata, MetadataMap | None)] = Field(
+        default_factory=dict, title="Metadata",
+        description="The app's own labels for the message (an order id, say), given back as"
+        " they came in its answers and in every webhook event of it. Not sent in the mail.",
+    )  # fmt: skip
 
     @field_validator("*", mode="before")
     @classmethod

@@ -67,6 +67,8 @@ class Message(BaseModel):
     # mailings (issue 16): the mailing this recipient's row was made for, else null; its
     # subject and bodies are the mailing's (GET /api/mailings/{id}).
     mailing_id: int | None
+    # The app's own labels, as it gave them ({} if none).
+    meta: dict[str, str] = Field(alias="metadata")
 
 
 class AttachmentInfo(BaseModel):
@@ -122,7 +124,7 @@ def iso(moment: datetime | None, timespec: str = "seconds") -> str | None:
 
 # The answer's address fields, made from the stored parts; the rest are columns as they are.
 ADDRESSES = {"from_addr", "reply_to", *(kind.value for kind in Kind), "recipients",
-             "partly_delivered"}  # fmt: skip
+             "partly_delivered", "meta"}  # fmt: skip
 _COLUMNS = [(name, column) for name, column, is_time in _SHOWN
             if not is_time and column not in ADDRESSES]  # fmt: skip
 _TIMES = [(name, column) for name, column, is_time in _SHOWN if is_time]
@@ -141,6 +143,7 @@ def message_json(message: models.Message) -> dict[str, Any]:
     found["reply_to"] = str(message.reply_to_mailbox) if message.reply_to else None
     found["recipients"] = [recipient_json(entry, message) for entry in message.recipients]
     found["partly_delivered"] = partly_delivered(message.recipients, message.status)
+    found["metadata"] = message.meta or {}
     return found
 
 

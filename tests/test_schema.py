@@ -13,7 +13,7 @@ def test_each_field_of_the_schema_is_an_attribute_of_the_draft():
     # html before text: the check of text reads the checked html.
     assert list(schema.NewMessage.model_fields) == [
         "to", "cc", "bcc", "from_addr", "reply_to", "subject", "html", "text", "priority",
-        "send_after", "headers", "attachments"]  # fmt: skip
+        "send_after", "headers", "attachments", "metadata"]  # fmt: skip
     assert set(schema.NewMessage.model_fields) == {f.name for f in dataclasses.fields(Draft)}
     assert schema.WIRE_NAMES["from_addr"] == "from"
 

@@ -84,6 +84,8 @@ def to_email(message: EmailMessage) -> Email:
         sender=given.get("from", message.from_email), reply_to=reply_to, text=text, html=html,
         headers=headers,
         attachments=[_attachment(a, n, charset) for n, a in enumerate(message.attachments, 1)],
+        # message.metadata = {...}, as django-anymail's backends take it.
+        metadata=dict(getattr(message, "metadata", None) or {}),
     )  # fmt: skip
 
 

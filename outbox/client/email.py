@@ -137,6 +137,8 @@ class Email:
     priority: int = 0  # higher goes first
     send_after: datetime | str | None = None  # a naive datetime is taken as UTC
     attachments: Iterable[AttachmentLike] = ()
+    # Your own labels (an order id, say): given back in answers and webhook events, not sent.
+    metadata: Mapping[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """The message as the API's JSON body; fields left at their defaults are left out."""
@@ -152,6 +154,7 @@ class Email:
             "priority": self.priority or None,
             "send_after": utc_text(self.send_after),
             "attachments": [attachment(a).to_json() for a in self.attachments] or None,
+            "metadata": dict(self.metadata) or None,
         }
         found.update({k: v for k, v in optional.items() if v is not None})
         return found

@@ -126,6 +126,7 @@ def to_email(message: MailMessage) -> Email:
         subject=message.subject, sender=message.sender, reply_to=message.reply_to,
         text=text, html=html, headers=headers,
         attachments=[_attachment(a, n, charset) for n, a in enumerate(message.attachments, 1)],
+        metadata=dict(getattr(message, "metadata", None) or {}),  # msg.metadata = {...}
     )  # fmt: skip
 
 

@@ -58,6 +58,7 @@ class Message:
     partly_delivered: bool
     note: str | None = None  # after resend or cancel: why it waits, if it does
     mailing_id: int | None = None  # a mailing's recipient: the mailing (an older outbox: None)
+    metadata: dict[str, str] = field(default_factory=dict)  # the labels it was sent with
 
     @classmethod
     def from_json(cls, found: dict[str, Any]) -> "Message":

@@ -42,6 +42,8 @@ class Message(Base):
     text_body: Mapped[str | None] = mapped_column(LongText)
     html_body: Mapped[str | None] = mapped_column(LongText)
     headers: Mapped[dict[str, str] | None] = mapped_column(JSON)
+    # The app's own labels (the API's "metadata"), given back, never sent (migration 0021).
+    meta: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=0)
     send_after: Mapped[datetime | None] = mapped_column(Timestamp)
     status: Mapped[str] = mapped_column(String(16), default=Status.QUEUED.value)

@@ -82,6 +82,7 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         headers=dict(old.headers or {}),
         priority=old.priority,
         attachments=read_attachments(message_id),
+        metadata=dict(old.meta or {}),
     )
     if old.mailing_id:  # mailings (issue 16): a recipient's copy is its mail as rendered
         draft = dataclasses.replace(draft, **mailing_render.copied(old))

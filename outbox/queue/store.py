@@ -164,6 +164,7 @@ def message_row(
         "text_body": draft.text,
         "html_body": draft.html,
         "headers": draft.headers or None,
+        "meta": draft.metadata or None,
         "priority": draft.priority,
         "send_after": draft.send_after,
         "status": Status.QUEUED.value,
