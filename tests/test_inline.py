@@ -91,13 +91,18 @@ def test_an_inline_part_goes_beside_the_html_and_the_attachment_in_mixed(smtp_ap
         ("invoice.pdf", None), ("logo.png", "logo@shop.example")]  # fmt: skip
 
 
-def test_html_alone_is_the_root_of_related_and_no_mixed_is_made(smtp_app, smtp, token):
-    client = smtp_app.test_client()
-    inline = {"filename": "logo.png", "content": encoded(PNG), "content_id": "logo@shop.example"}
-    body = message(text=None, attachments=[inline])
-    assert client.post(MESSAGES, json=body, headers=auth(token)).status_code == 201
+def sent_alone(smtp_app, smtp, token: str, content_id: str, **fields: object) -> EmailMessage:  # type: ignore[no-untyped-def]
+    """The mail of a message with one file, the logo with content_id, as the server got it."""
+    inline = {"filename": "logo.png", "content": encoded(PNG), "content_id": content_id}
+    body = message(attachments=[inline], **fields)
+    answer = smtp_app.test_client().post(MESSAGES, json=body, headers=auth(token))
+    assert answer.status_code == 201, answer.get_json()
     assert Worker().drain() == Tally(sent=1)
-    mail = received(smtp)
+    return received(smtp)
+
+
+def test_html_alone_is_the_root_of_related_and_no_mixed_is_made(smtp_app, smtp, token):
+    mail = sent_alone(smtp_app, smtp, token, "logo@shop.example", text=None)
     assert mail.get_content_type() == "multipart/related"
     assert mail.get_param("type") == "text/html"
     root, image = mail.iter_parts()
@@ -107,12 +112,7 @@ def test_html_alone_is_the_root_of_related_and_no_mixed_is_made(smtp_app, smtp, 
 
 
 def test_a_content_id_without_html_goes_as_an_inline_attachment(smtp_app, smtp, token):
-    client = smtp_app.test_client()
-    inline = {"filename": "logo.png", "content": encoded(PNG), "content_id": "logo"}
-    body = message(html=None, attachments=[inline])
-    assert client.post(MESSAGES, json=body, headers=auth(token)).status_code == 201
-    assert Worker().drain() == Tally(sent=1)
-    mail = received(smtp)
+    mail = sent_alone(smtp_app, smtp, token, "logo", html=None)
     assert mail.get_content_type() == "multipart/mixed"
     assert [p.get_content_type() for p in mail.walk()] == [
         "multipart/mixed", "text/plain", "image/png"]  # fmt: skip
