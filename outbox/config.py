@@ -33,6 +33,8 @@ DEFAULTS: dict[str, Any] = {
     "ROUTES": None,  # path
     # dkim (issue 16): how often each process rereads the signing keys (`outbox dkim`).
     "DKIM_REFRESH": 60.0,  # seconds
+    # DNS servers `outbox dkim check` asks, "host[:port]" comma-separated; "": the system's.
+    "DNS_RESOLVERS": "",
     # mailings (issue 16): outbox's public base URL (https://outbox.example.com); set, each
     # mailing's mail carries List-Unsubscribe to its one-click page. Needs one SECRET_KEY
     # for the web app and the workers, which sign the links.

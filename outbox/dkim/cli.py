@@ -1,9 +1,11 @@
-"""The DKIM commands: outbox dkim add, list and remove."""
+"""The DKIM commands: outbox dkim add, list, remove and check."""
 
 import click
+from flask import current_app
 
+from ..extensions import db
 from ..models import utcnow
-from . import keys
+from . import keys, published
 
 
 @click.group("dkim")
@@ -56,3 +58,26 @@ def remove_command(domain: str, selector: str) -> None:
         raise click.ClickException(str(exc)) from None
     click.echo(f"removed key {key.selector} of {key.domain}; its DNS record may go once no "
                "mail signed with it is still on its way")  # fmt: skip
+
+
+@dkim_group.command("check")
+@click.argument("domains", nargs=-1)
+def check_command(domains: tuple[str, ...]) -> None:
+    """Ask DNS for each key's TXT record (of DOMAINS, or every key) and say whether it is
+    the key's; exit status 1 if any is not. OUTBOX_DNS_RESOLVERS names the DNS servers."""
+    try:
+        wanted = {keys.signing_domain(domain) for domain in domains}
+        asking = published.resolver(current_app.config["DNS_RESOLVERS"])
+    except (keys.Invalid, published.BadResolvers) as exc:
+        raise click.ClickException(str(exc)) from None
+    chosen = [key for key in keys.listed() if not wanted or key.domain in wanted]
+    db.session.commit()  # nothing held open while DNS answers
+    if not chosen:
+        named = f" for {', '.join(sorted(wanted))}" if wanted else ""
+        raise click.ClickException(f"no DKIM key{named}")
+    findings = published.check_all(chosen, asking)
+    for found in findings:
+        click.echo(f"ok    {found.name}" if found.problem is None
+                   else f"FAIL  {found.name}: {found.problem}")  # fmt: skip
+    if any(found.problem is not None for found in findings):
+        raise SystemExit(1)
