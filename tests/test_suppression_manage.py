@@ -78,6 +78,9 @@ def test_the_api_adds_lists_pages_and_removes(app, api):
     assert api("DELETE", "/suppressions/ann@example.com").status_code == 404  # exact local part
     assert api("DELETE", "/suppressions/Ann@EXAMPLE.com").status_code == 204
     assert api("DELETE", "/suppressions/Ann@example.com").status_code == 404
+    # An address that starts with "/" is answered as such, never redirected elsewhere.
+    assert api("DELETE", "/suppressions/%2Fann@example.com").status_code == 404
+    assert api("DELETE", "/suppressions/%2Fmessages%20%3Ce9%40x.org%3E").status_code == 404
     actions = [action for _, action in trail()]
     assert actions == ["suppress"] * 4 + ["unsuppress"]
 

@@ -96,9 +96,11 @@ def create_suppression() -> Response:
     return response
 
 
-@bp.delete("/suppressions/<path:address>")
+# merge_slashes off: an address that starts with "/" (URL-encoded as %2F, decoded before
+# routing) would otherwise be redirected (308) to another address.
+@bp.delete("/suppressions/<path:address>", merge_slashes=False)
 def delete_suppression(address: str) -> Response:
-    """Take an address off the list: 204, or 404 if it was not on it."""
+    """Take an address off the list: 204, or 404 if it was not on it; 422 if malformed."""
     try:
         found = manage.remove(address)
     except manage.Invalid as exc:
