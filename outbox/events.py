@@ -11,7 +11,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -54,11 +54,11 @@ class Event:
     at: datetime | None = None
     metadata: Mapping[str, str] | None = None  # the message's; None: read when queued
 
-    def data(self, metadata: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def data(self) -> dict[str, Any]:
         return {"id": self.message_pk, "message_id": self.message_id,
                 "recipient": self.recipient, "code": self.code, "text": self.text,
                 "at": iso(self.at, "microseconds"),
-                "metadata": dict(self.metadata or metadata or {})}  # fmt: skip
+                "metadata": dict(self.metadata or {})}  # fmt: skip
 
 
 def body(kind: str, data: Mapping[str, Any], now: datetime) -> str:
@@ -174,8 +174,9 @@ def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now:
     metadata = _metadata([event.message_pk for event, _ in wanted if event.metadata is None])
     rows = []
     for event, wanting in wanted:
-        data = event.data(metadata.get(event.message_pk))
-        text, event_id = body(event.kind, data, now), new_event_id()
+        if event.metadata is None:
+            event = replace(event, metadata=metadata.get(event.message_pk))
+        text, event_id = body(event.kind, event.data(), now), new_event_id()
         rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
                   "payload": text, "status": "pending", "attempts": 0, "next_attempt_at": now,
                   "created_at": now} for endpoint in wanting]  # fmt: skip

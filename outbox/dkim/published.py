@@ -8,7 +8,6 @@ answers otherwise inside) and names what is wrong with each key.
 
 import ipaddress
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 import dns.exception
@@ -102,7 +101,3 @@ def check(key: DkimKey, asking: dns.resolver.Resolver) -> Finding:
     if record.get("k", "rsa") != kind:
         return Finding(name, f"the record says k={record.get('k', 'rsa')}, the key is {kind}")
     return Finding(name, None)
-
-
-def check_all(keys: Iterable[DkimKey], asking: dns.resolver.Resolver) -> list[Finding]:
-    return [check(key, asking) for key in keys]
