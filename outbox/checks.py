@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from .addresses import LINE_BREAK as LINE_BREAK
 from .addresses import LINE_BREAK_ERROR as LINE_BREAK_ERROR
@@ -87,6 +87,13 @@ def check_headers(value: Any) -> dict[str, str]:
 METADATA_KEY = re.compile(r"[A-Za-z0-9_.:-]{1,40}")
 METADATA_KEYS = 20
 METADATA_VALUE_CHARS = 1000
+# What the JSON Schema shows of check_metadata's value.
+MetadataMap = Annotated[dict[str, str], WithJsonSchema({
+    "type": "object",
+    "maxProperties": METADATA_KEYS,
+    "propertyNames": {"pattern": f"^{METADATA_KEY.pattern}$"},
+    "additionalProperties": {"type": "string", "maxLength": METADATA_VALUE_CHARS},
+})]  # fmt: skip
 
 
 def check_metadata(value: Any) -> dict[str, str]:

@@ -21,13 +21,11 @@ from .addresses import Mailbox
 from .addresses import parse as parse_addresses
 from .checks import (
     HEADER_NAME,
-    METADATA_KEY,
-    METADATA_KEYS,
-    METADATA_VALUE_CHARS,
     ONE_LINE,
     RESERVED_HEADERS,
     UNSTORABLE_ERROR,
     Attachment,
+    MetadataMap,
     Upload,
     check_headers,
     check_metadata,
@@ -55,12 +53,6 @@ HeaderMap = Annotated[dict[str, str], WithJsonSchema({
     "type": "object",
     "propertyNames": {"pattern": HEADER_NAME.pattern, "not": {"enum": sorted(RESERVED_HEADERS)}},
     "additionalProperties": {"type": "string", "pattern": ONE_LINE},
-})]  # fmt: skip
-MetadataMap = Annotated[dict[str, str], WithJsonSchema({
-    "type": "object",
-    "maxProperties": METADATA_KEYS,
-    "propertyNames": {"pattern": f"^{METADATA_KEY.pattern}$"},
-    "additionalProperties": {"type": "string", "maxLength": METADATA_VALUE_CHARS},
 })]  # fmt: skip
 
 

@@ -322,14 +322,19 @@ def png(width: int, height: int, rgb: bytes) -> bytes:
             + chunk(b"IEND", b""))  # fmt: skip
 
 
-def test_the_html_body_shows_its_inline_image_and_nothing_remote(browser, site, console):
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_html_body_shows_its_inline_image_and_nothing_remote(browser, site, console, width):
     logo = base64.b64encode(png(3, 2, b"\xcc\x22\x11")).decode()
     html = ('<p>Order</p><img id="logo" src="cid:logo@shop.example" alt="Shop">'
             '<img id="pixel" src="https://tracker.example/p.gif" alt="">')  # fmt: skip
-    attachments = [{"filename": "logo.png", "content": logo, "content_id": "logo@shop.example"}]
-    queued = store(site, "ann@example.com", "Inline logo", html=html, attachments=attachments)
+    attachments = [
+        {"filename": "logo.png", "content": logo, "content_id": "logo@shop.example"},
+        {"filename": "b.png", "content": logo, "content_id": "x" * 240 + "@a.b"},
+    ]
+    queued = store(site, "ann@example.com", "Inline logo", html=html, attachments=attachments,
+                   metadata={"order": "4711", "note": "y" * 1000})  # fmt: skip
     assert settled(site, queued) == {queued: "sent"}
-    with staff_tab(browser, site, console, 1280) as page:
+    with staff_tab(browser, site, console, width) as page:
         page.goto(f"/messages/{queued}")
         frame = page.frame_locator("iframe.body")
         expect(frame.locator("p")).to_have_text("Order")
@@ -340,3 +345,5 @@ def test_the_html_body_shows_its_inline_image_and_nothing_remote(browser, site, 
         expect(page.locator("ul.attachments")).to_contain_text(
             "inline in the HTML as cid:logo@shop.example"
         )
+        expect(page.locator("dl.facts").first).to_contain_text("order 4711")
+        fits(page, "inline-message", width)
