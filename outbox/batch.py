@@ -187,7 +187,8 @@ class BatchSender:
             if not mail.pending:  # every one left was suppressed since it was queued
                 error = "every recipient still to be sent to is on the suppression list"
                 return queue.Finished(claim, Outcome.FAILED, utcnow(), None, error)
-            mail.returns = verp.return_paths(row.id, row.recipients)  # bounces (issue 15)
+            if row.envelope_from != "":  # the null sender's bounces go nowhere (RFC 5321 4.5.5)
+                mail.returns = verp.return_paths(row.id, row.recipients)  # bounces (issue 15)
             return mail
         except (mime.BuildError, queue.Damaged) as exc:
             return queue.Finished(claim, Outcome.FAILED, utcnow(), None, str(exc))

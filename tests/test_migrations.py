@@ -4,11 +4,13 @@ from datetime import datetime
 
 import pytest
 import sqlalchemy as sa
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
 from flask_migrate import downgrade, upgrade
 
 from outbox import create_app, mime
 from outbox.addresses import Kind, Mailbox
-from outbox.extensions import db, dispose_engines
+from outbox.extensions import Base, db, dispose_engines
 from outbox.models import Attempt, Message
 from outbox.rendered import Features
 
@@ -104,6 +106,52 @@ def test_0007_adds_the_send_again_link_and_the_accepting_reply_and_goes_back(emp
             downgrade(revision="0006")
             columns = {c["name"] for c in sa.inspect(db.engine).get_columns("messages")}
             assert "resent_from" not in columns
+            upgrade()
+        finally:
+            db.session.remove()
+            dispose_engines()
+
+
+def _row(message_id: str) -> dict[str, object]:
+    return {"message_id": message_id, "from_addr": "shop@example.com", "from_name": "",
+            "reply_to_name": "", "recipients": [{"kind": "to", "address": "a@example.com"}],
+            "subject": "Hi", "status": "queued", "attempts": 0, "max_attempts": 3,
+            "next_attempt_at": NOW, "created_at": NOW, "source": "smtp:relay", "priority": 0,
+            "attachment_count": 0}  # fmt: skip
+
+
+@pytest.mark.all_databases
+def test_0022_lets_the_parts_of_a_mail_share_its_message_id_and_goes_back(
+    empty_database_url, caplog
+):
+    app = create_app(base_config(empty_database_url))
+    table = sa.table("messages", sa.column("id"), sa.column("recipients", sa.JSON),
+                     *(sa.column(n) for n in _row("x") if n != "recipients"))  # fmt: skip
+    with app.app_context():
+        try:
+            upgrade(revision="0021")
+            with db.engine.begin() as conn:
+                conn.execute(table.insert(), _row("<part@example.com>"))
+            with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
+                conn.execute(table.insert(), _row("<part@example.com>"))
+            upgrade(revision="0022")
+            with db.engine.begin() as conn:
+                conn.execute(table.insert(), _row("<part@example.com>"))
+            with db.engine.connect() as conn:  # the models and the migration agree
+                diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
+            assert [d for d in diffs if "message_id" in repr(d)] == []
+            plan = {i["name"]: i for i in sa.inspect(db.engine).get_indexes("messages")}
+            assert plan["ix_messages_message_id"]["column_names"] == ["message_id"]
+            assert "ix_messages_claim" in plan  # kept through SQLite's copy of the table
+            with pytest.raises(SystemExit):  # Flask-Migrate logs the error and exits 1
+                downgrade(revision="0021")
+            assert "holds 1 Message-ID(s) shared by several rows" in caplog.text
+            with db.engine.begin() as conn:
+                conn.execute(table.delete().where(table.c.id == sa.select(sa.func.max(table.c.id))
+                                                  .scalar_subquery()))  # fmt: skip
+            downgrade(revision="0021")
+            with pytest.raises(sa.exc.IntegrityError), db.engine.begin() as conn:
+                conn.execute(table.insert(), _row("<part@example.com>"))
             upgrade()
         finally:
             db.session.remove()

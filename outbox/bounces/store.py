@@ -32,6 +32,9 @@ PURGE_BATCH = 500
 # another recipient. With VERP on, a real bounce comes to the recipient's own return path.
 FORGEABLE = ("matched by its Message-ID alone: with VERP on, only a bounce to the "
              "recipient's own return path marks it")  # fmt: skip
+# Nothing answers a mail sent with MAIL FROM:<> (RFC 5321 4.5.5); a "bounce" of one is
+# someone's mistake or a forgery, and marks nothing.
+NULL_SENDER = "its message went with the null sender (MAIL FROM:<>), which takes no bounces"
 
 
 def verp_on() -> bool:
@@ -119,7 +122,9 @@ def process(pk: int) -> BounceMail:
             row.note = "no message of outbox matches its return path or Message-ID"
         else:
             row.message_pk = message.id
-            if found.kind == parse.HARD and row.matched_by == "message-id" and verp_on():
+            if found.kind == parse.HARD and message.envelope_from == "":
+                row.note = NULL_SENDER
+            elif found.kind == parse.HARD and row.matched_by == "message-id" and verp_on():
                 row.note = FORGEABLE
             elif found.kind == parse.HARD:
                 marked = _apply(row, message, index, found.failures)
@@ -146,10 +151,23 @@ def _match(
     if found.message_id:
         bare = found.message_id.strip().strip("<>")
         wanted = [f"<{bare}>", bare]
-        message = db.session.scalars(select(Message).where(Message.message_id.in_(wanted))).first()
+        rows = db.session.scalars(
+            select(Message).where(Message.message_id.in_(wanted)).order_by(Message.id)
+        ).all()
+        message = _part_of(list(rows), found.failures)
         if message is not None:
             return message, None, "message-id"
     return None, None, None
+
+
+def _part_of(rows: list[Message], failures: list[parse.Failure]) -> Message | None:
+    """Of the rows sharing a Message-ID (the parts of a mail handed over in several SMTP
+    transactions), the one sent to a recipient the bounce names; else the first."""
+    named = [f.address for f in failures if f.hard] or [f.address for f in failures]
+    for message in rows:
+        if any(_same(a, str(e["address"])) for a in named for e in message.recipients):
+            return message
+    return rows[0] if rows else None
 
 
 def _same(one: str, other: str) -> bool:

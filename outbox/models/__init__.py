@@ -29,7 +29,10 @@ class Message(Base):
     __tablename__ = "messages"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    message_id: Mapped[str] = mapped_column(Key, unique=True)
+    # Not unique (migration 0022): a relay hands one mail over in parts, each part a row
+    # with its own recipients (submission.store). Each repeat is caught by its key:
+    # an API message's Message-ID is new, an SMTP part's envelope is its idempotency_key.
+    message_id: Mapped[str] = mapped_column(Key, index=True)
     # Addresses as parsed at enqueue: addr-spec and display name apart, never parsed again.
     from_addr: Mapped[str] = mapped_column(String(998))
     from_name: Mapped[str] = mapped_column(String(998), default="")

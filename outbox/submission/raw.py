@@ -1,9 +1,10 @@
 """A mail handed over by SMTP, sent as it came: its stored bytes are the DATA.
 
 The envelope is the submission's: MAIL FROM (or the recipient's VERP return path when
-bounces are on) and the recipients still pending. A server that offers no 8BITMIME gets
-8-bit body parts re-encoded as quoted-printable (RFC 6152 section 3: a relay converts
-or refuses); a mail whose header holds UTF-8 goes only to a server offering SMTPUTF8.
+bounces are on; never for the null sender, whose bounces go nowhere) and the recipients
+still pending. A server that offers no 8BITMIME gets 8-bit body parts re-encoded as
+quoted-printable (RFC 6152 section 3: a relay converts or refuses); a mail whose header
+holds UTF-8 goes only to a server offering SMTPUTF8.
 """
 
 import io
@@ -47,7 +48,7 @@ class RawMail:
     def _made_for(self, features: Features) -> Prepared:
         utf8 = features.smtputf8
         try:
-            sender = wire_address(self.envelope_from, utf8)
+            sender = wire_address(self.envelope_from, utf8) if self.envelope_from else ""
         except ValueError as exc:
             raise BuildError(f"sender: {exc}") from None
         recipients, stored, unsendable = envelope(self.pending, utf8)

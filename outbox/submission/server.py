@@ -28,6 +28,7 @@ IDLE_TIMEOUT = 300.0  # seconds without a command before the server hangs up (RF
 UNREACHABLE = "421 4.3.0 The database cannot be reached: nothing was queued; try again later"
 MALFORMED = "553 5.1.3 Error: malformed address"  # aiosmtpd's, for what it cannot parse
 LOCAL_ERROR = "451 4.3.0 Local error: nothing was queued; try again later"
+NULL_SENDER = "<>"  # MAIL FROM:<> as aiosmtpd hands it over
 
 
 def _replies(limit: int) -> dict[str, str]:
@@ -48,6 +49,11 @@ def _replies(limit: int) -> dict[str, str]:
 def _peer(session: Session | None) -> str:
     peer = session.peer if session else None
     return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
+
+
+def _sender(envelope: Envelope) -> str:
+    """MAIL FROM's address as queue_raw takes it: "" for the null sender."""
+    return "" if envelope.mail_from == NULL_SENDER else str(envelope.mail_from)
 
 
 def _parsed(
@@ -152,8 +158,9 @@ class Handler:
     async def handle_MAIL(  # noqa: N802
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
     ) -> str:
+        # The null sender: a relay passing on a delivery report or an auto-reply.
         problem = address_problem(address, envelope.smtp_utf8, self.allowed, "5.1.7")
-        if problem:
+        if problem and address != NULL_SENDER:
             log.info("smtpd: MAIL FROM refused from %s: %s", _peer(session), problem)
             return problem
         envelope.mail_from = address
@@ -181,7 +188,7 @@ class Handler:
         peer, data = _peer(session), envelope.original_content or b""
         try:
             queued = await asyncio.to_thread(
-                self._queue, str(envelope.mail_from), list(envelope.rcpt_tos), data, source
+                self._queue, _sender(envelope), list(envelope.rcpt_tos), data, source
             )
         except Refused as exc:
             log.info("smtpd: mail from %s (%s) refused: %s", peer, source, exc.reply())

@@ -1,8 +1,15 @@
 """A submitted mail checked line by line and stored as it came, in one transaction.
 
 What outbox adds, on top and nothing else: a Message-ID and a Date when the mail has
-none (RFC 6409 8.2 and 8.3 let a submission server add them). What it takes out: a Bcc
-field (the envelope says who gets the mail; the header would tell every recipient).
+none (RFC 6409 8.2 and 8.3 let a submission server add them). What it takes out: the Bcc
+and Resent-Bcc fields (the envelope says who gets the mail; the header would tell every
+recipient).
+
+A Message-ID queued before is told apart by the envelope: the same sender, recipients
+and bytes again is a retry (a client that lost the 250) and gets the earlier answer; the
+same sender and bytes to other recipients is the rest of a split delivery (a relay's
+recipient limit, or outbox's own 452) and is queued for the recipients not queued yet;
+other bytes under it are another mail, refused.
 """
 
 import hashlib
@@ -33,6 +40,7 @@ MAX_LINE = 998  # octets before CRLF (RFC 5322 2.1.1)
 FIELD = re.compile(rb"[!-9;-~]+[ \t]*:")  # a field name (RFC 5322 3.6.8; obs-: WSP before :)
 BARE = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 MESSAGE_ID_CHARS = 255  # the messages.message_id column
+HIDDEN = frozenset({"bcc", "resent-bcc"})  # fields naming recipients no one else may see
 
 INSERT_RAW = insert(cast(Table, RawChunk.__table__))
 
@@ -138,19 +146,29 @@ def _one(value: str, allowed: frozenset[str], command: str, status: str) -> Mail
     return found[0]
 
 
-def _envelope(sender: str, recipients: list[str]) -> tuple[Mailbox, list[Mailbox]]:
+def _mailbox_key(address: str) -> str:
+    """One key for the spellings of one mailbox: the local part exact, the domain's case not."""
+    local, _, domain = address.rpartition("@")
+    return f"{local}@{domain.lower()}"
+
+
+def _envelope(sender: str, recipients: list[str]) -> tuple[str, list[Mailbox]]:
+    """MAIL FROM's address ("" for the null sender) and the recipients, each once."""
     allowed = current_app.config["ALLOWED_SPECIAL_DOMAINS"]
-    if not sender:
-        raise Refused(553, "5.1.7", "a null sender (MAIL FROM:<>) cannot be queued")
-    mail_from = _one(sender, allowed, "MAIL FROM", "5.1.7")
+    # The null sender (a delivery report or an auto-reply passed on): its bounces go
+    # nowhere (RFC 5321 4.5.5), so it is sent with MAIL FROM:<> and no VERP return path.
+    mail_from = _one(sender, allowed, "MAIL FROM", "5.1.7").address if sender else ""
     found: dict[str, Mailbox] = {}
     for recipient in recipients:
         mailbox = _one(recipient, allowed, "RCPT TO", "5.1.3")
-        local, _, domain = mailbox.address.rpartition("@")
-        found.setdefault(f"{local}@{domain.lower()}", mailbox)
+        found.setdefault(_mailbox_key(mailbox.address), mailbox)
     if not found:
         raise Refused(554, "5.5.1", "no recipients")
     return mail_from, list(found.values())
+
+
+def _digest(*parts: bytes) -> str:
+    return hashlib.sha256(b"\0".join(parts)).hexdigest()
 
 
 def _from_header(fields: list[bytes]) -> Mailbox:
@@ -194,7 +212,7 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
         if name := named.get(kind, {}).get(mailbox.address.lower()):
             entry["name"] = name
         entries.append(entry)
-    raw = b"".join([*added, *(f for f in fields if _name(f) != "bcc"), body])
+    raw = b"".join([*added, *(f for f in fields if _name(f) not in HIDDEN), body])
     subject = " ".join(_decoded(_value(fields, "subject") or "").split())[:998]
     return {
         "message_id": message_id,
@@ -216,11 +234,18 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
         "created_at": now,
         "attachment_count": 0,
         "resent_from": None,
-        "request_hash": hashlib.sha256(
-            b"\0".join([sender.encode(), *(r.encode() for r in recipients), data])
-        ).hexdigest(),
+        # The mail (sender and bytes), and the envelope: that mail under this Message-ID
+        # to these recipients in any order. The second is unique to a source (the
+        # idempotency key's constraint): a retry that races its first try stores nothing.
+        "request_hash": _digest(mail_from.encode(), data),
+        "idempotency_key": _digest(
+            message_id.encode(),
+            mail_from.encode(),
+            *sorted(_mailbox_key(m.address).encode() for m in envelope),
+            data,
+        ),
         "raw_size": len(raw),
-        "envelope_from": mail_from.address,
+        "envelope_from": mail_from,
         "raw": raw,
     }
 
@@ -234,6 +259,8 @@ def queue_raw(
     row = prepared(sender, recipients, data, now)
     raw = row.pop("raw")
     row.update(source=source, **values)
+    if (earlier := _queued_before(row)) is not None:
+        return earlier
     try:
         marked = screen.screen([row], now)  # suppression (issue 15)
     except screen.Rejected as exc:
@@ -248,29 +275,43 @@ def queue_raw(
         if marked:
             screen.announce([(pk, row)], now)
         db.session.commit()
-    except IntegrityError as exc:
+    except IntegrityError:
         db.session.rollback()
-        return _earlier(row, exc)
+        if (earlier := _queued_before(row)) is None:
+            raise
+        return earlier
     return Queued(pk, row["message_id"])
 
 
-def _earlier(row: dict[str, Any], exc: IntegrityError) -> Queued:
-    """The mail stored before under this Message-ID: the same one again (a client that
-    lost the 250 retries it) is that mail; another mail reusing the Message-ID is refused."""
+def _queued_before(row: dict[str, Any]) -> Queued | None:
+    """The answer for a mail whose Message-ID was queued before, or None to queue row.
+
+    A retry is the mail queued under its envelope; the rest of a split delivery leaves
+    row with the recipients no earlier part has; another mail is Refused.
+    """
     found = db.session.execute(
-        select(Message.id, Message.source, Message.request_hash).where(
-            Message.message_id == row["message_id"]
-        )
-    ).first()
+        select(Message.id, Message.source, Message.request_hash, Message.idempotency_key,
+               Message.recipients)
+        .where(Message.message_id == row["message_id"]).order_by(Message.id)
+    ).all()  # fmt: skip
     db.session.commit()
-    if found is None:
-        raise exc  # not the Message-ID
-    if (found.source, found.request_hash) == (row["source"], row["request_hash"]):
-        return Queued(found.id, row["message_id"])
-    raise _media(
-        f"Message-ID {row['message_id']} was queued already for another mail "
-        f"(outbox message {found.id}); give each mail a Message-ID of its own"
-    )
+    envelope, mail = (row["source"], row["idempotency_key"]), (row["source"], row["request_hash"])
+    if retried := next((e for e in found if (e.source, e.idempotency_key) == envelope), None):
+        return Queued(retried.id, row["message_id"])
+    if other := next((e for e in found if (e.source, e.request_hash) != mail), None):
+        raise _media(
+            f"Message-ID {row['message_id']} was queued already for another mail "
+            f"(outbox message {other.id}); give each mail a Message-ID of its own"
+        )
+    held: dict[str, int] = {}
+    for earlier in found:
+        for entry in earlier.recipients:
+            held.setdefault(_mailbox_key(str(entry["address"])), earlier.id)
+    rest = [e for e in row["recipients"] if _mailbox_key(e["address"]) not in held]
+    if not rest:  # each recipient is in an earlier part: a retry grouped otherwise
+        return Queued(held[_mailbox_key(row["recipients"][0]["address"])], row["message_id"])
+    row["recipients"] = rest
+    return None
 
 
 def copied(old: Message, source: str, max_attempts: int) -> Message:
