@@ -10,6 +10,8 @@ import smtplib
 import subprocess
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -32,6 +34,17 @@ POSTFIX = "/usr/sbin/postfix"
 QUEUES = ("maildrop", "incoming", "active", "deferred", "hold")
 
 
+@dataclass(frozen=True)
+class Smarthost:
+    """A server Postfix relays everything to, over STARTTLS and with SASL AUTH (a login)."""
+
+    host: str
+    port: int
+    login: str
+    password: str
+    ca_file: Path
+
+
 def unavailable(reason: str) -> None:
     """Skip the test, or fail it under CI, where no server may be silently missing."""
     if os.environ.get("CI") == "true":
@@ -45,15 +58,18 @@ class Postfix:
     It takes mail for any domain and delivers each recipient's copy to one Maildir with
     virtual(8); with relay_to it sends everything on over SMTP to that smtp-sink instead,
     and delivered() gives what reached the sink. The first is a receiving MX, the second
-    a relay (its smtp client splits lines over smtp_line_length_limit, 998).
+    a relay (its smtp client splits lines over smtp_line_length_limit, 998). With
+    smarthost it relays to that server as a smarthost does: STARTTLS, AUTH, and at most
+    smtp_destination_recipient_limit (50) recipients a transaction.
     """
 
     def __init__(self, *, eight_bit: bool = True, smtputf8: bool = True,
-                 relay_to: SmtpSink | None = None) -> None:  # fmt: skip
+                 relay_to: SmtpSink | None = None,
+                 smarthost: Smarthost | None = None) -> None:  # fmt: skip
         if os.geteuid() != 0:
             unavailable("a Postfix instance needs root to start")
         self.host, self.port = "127.0.0.1", free_port()
-        self.relay_to = relay_to
+        self.relay_to, self.smarthost = relay_to, smarthost
         self.root = own_directory("outbox-postfix-")
         self.config = self.root / "conf"
         self.queue = self.root / "queue"
@@ -97,7 +113,18 @@ class Postfix:
             "alias_maps": "",
             "biff": "no",
         }
-        if self.relay_to is None:
+        if self.smarthost is not None:
+            relay = self.smarthost
+            settings.update({
+                "relayhost": f"[{relay.host}]:{relay.port}",
+                "smtpd_relay_restrictions": "permit_mynetworks, reject",
+                "smtp_tls_security_level": "encrypt",
+                "smtp_tls_CAfile": relay.ca_file,
+                "smtp_sasl_auth_enable": "yes",
+                "smtp_sasl_password_maps": f"static:{relay.login}:{relay.password}",
+                "smtp_sasl_security_options": "noanonymous",  # PLAIN, as over TLS it may
+            })  # fmt: skip
+        elif self.relay_to is None:
             settings.update({
                 "virtual_mailbox_domains": "static:all",
                 "virtual_mailbox_base": self.root / "mail",
@@ -146,6 +173,13 @@ class Postfix:
             raise AssertionError(f"Postfix deferred a mail:\n{self.log()}")
         return not any(path.is_file() for name in QUEUES for path in (self.queue / name).rglob("*"))
 
+    def drained(self, timeout: float = 30.0) -> None:
+        """Wait until Postfix has handed on every mail (AssertionError if it deferred one)."""
+        try:
+            wait_until(lambda: True if self._queue_empty() else None, timeout, "Postfix's queue")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{self.log()}") from None
+
     @property
     def received(self) -> list[Delivered]:
         """Every copy delivered so far, one per recipient, in the order they were written."""
@@ -193,6 +227,7 @@ verify    unix - - n - 1 verify
 flush     unix n - n 1000? 0 flush
 proxymap  unix - - n - - proxymap
 smtp      unix - - n - - smtp
+tlsmgr    unix - - n 1000? 1 tlsmgr
 relay     unix - - n - - smtp
 showq     unix n - n - - showq
 error     unix - - n - - error
