@@ -10,14 +10,16 @@ import pytest
 import sqlalchemy as sa
 
 from outbox import queue, retention, suppression
+from outbox.bounces import store as bounces
 from outbox.bounces import verp
 from outbox.extensions import db
-from outbox.models import Message, RawChunk, utcnow
+from outbox.models import BounceMail, Message, RawChunk, utcnow
 from outbox.rendered import Features
 from outbox.submission import Queued, Refused, queue_raw
 from outbox.submission.raw import RawMail
 from outbox.worker import Tally, Worker
 
+from . import bouncemail
 from .dkimkeys import published, verifies
 from .test_wire_roundtrip import aiosmtpd_server
 
@@ -135,6 +137,36 @@ def test_the_same_mail_handed_over_twice_is_queued_once(app):
         queue_raw("bounces@example.com", RCPTS, data + b"changed\r\n", source=SOURCE)
     assert "<kept.1@app.example.com> was queued already" in refused.value.reply()
     assert stored_rows() == 1
+
+
+def test_the_parts_of_a_split_delivery_are_queued_each_recipient_once(app):
+    data = HEAD + b"\r\n" + BODY
+    first = queue_raw("bounces@example.com", RCPTS[:2], data, source=SOURCE)
+    # The rest, with one recipient named again (a relay that grouped its retry otherwise).
+    rest = queue_raw("bounces@example.com", ["carl@EXAMPLE.net", *RCPTS[2:]], data, source=SOURCE)
+    assert rest.id != first.id and rest.message_id == first.message_id
+    row = db.session.get_one(Message, rest.id)
+    assert [e["address"] for e in row.recipients] == RCPTS[2:]
+    assert queue_raw("bounces@example.com", RCPTS[1::-1], data, source=SOURCE) == first  # retry
+    assert queue_raw("bounces@example.com", RCPTS, data, source=SOURCE) == first  # all queued
+    assert stored_rows() == 2
+    with pytest.raises(Refused) as refused:  # the same bytes from another token
+        queue_raw("bounces@example.com", ["new@example.com"], data, source="smtp:other")
+    assert refused.value.code == 554 and stored_rows() == 2
+
+
+def test_a_bounce_matched_by_message_id_finds_the_part_sent_to_its_recipient(app):
+    data = HEAD + b"\r\n" + BODY
+    queue_raw("bounces@example.com", RCPTS[:2], data, source=SOURCE)
+    part = queue_raw("bounces@example.com", RCPTS[2:], data, source=SOURCE)
+    with aiosmtpd_server(EVERYTHING) as server:
+        app.config["MAIL_PORT"] = app.extensions["mail"].port = server.port
+        assert Worker().drain() == Tally(sent=2)
+    bounced = bouncemail.postfix("bounces@example.com", RCPTS[3], part.message_id)
+    mail = db.session.get_one(BounceMail, bounces.take_in(bounced, "smtp"))
+    assert (mail.message_pk, mail.matched_by, mail.note) == (part.id, "message-id", None)
+    row = db.session.get_one(Message, part.id)
+    assert [e.get("state") for e in row.recipients][1] == "bounced"
 
 
 LONG = b"z" * 999
