@@ -169,6 +169,16 @@ def test_a_bounce_matched_by_message_id_finds_the_part_sent_to_its_recipient(app
     assert [e.get("state") for e in row.recipients][1] == "bounced"
 
 
+def test_the_message_page_links_the_other_parts_and_names_the_null_sender(app, signed_in):
+    data = HEAD + b"\r\n" + BODY
+    first = queue_raw("", RCPTS[:2], data, source=SOURCE)
+    rest = queue_raw("", RCPTS[2:], data, source=SOURCE)
+    for shown, other in ((first, rest), (rest, first)):
+        page = signed_in.get(f"/messages/{shown.id}").get_data(as_text=True)
+        assert f'also of <a href="/messages/{other.id}">#{other.id}</a>' in page
+        assert "null sender (<code>MAIL FROM:&lt;&gt;</code>)" in page
+
+
 LONG = b"z" * 999
 REFUSED = [
     (b"From: a@example.com\r\n\r\nnul \0 here\r\n", "554 5.6.0 line 3 holds a NUL byte"),

@@ -1,5 +1,6 @@
 """A raw mail on the pages: its text and HTML bodies read out of the stored bytes on view,
-and the stored bytes themselves as a download (the message page's "Mail as submitted")."""
+the stored bytes themselves as a download (the message page's "Mail as submitted"), and
+the other parts of a mail handed over in several transactions."""
 
 from collections.abc import Iterator
 from email import message_from_bytes, policy
@@ -37,6 +38,16 @@ def onto(message: Message) -> list[tuple[str, str]]:
     except (Damaged, LookupError, ValueError) as exc:
         message.text_body = f"(the stored mail cannot be read: {exc})"
         return []
+
+
+def other_parts(message: Message) -> list[int]:
+    """The ids of the other rows under a raw mail's Message-ID: the rest of a mail a relay
+    (or a client after 452) handed over in several transactions."""
+    if message.raw_size is None:
+        return []
+    stmt = select(Message.id).where(Message.message_id == message.message_id,
+                                    Message.id != message.id)  # fmt: skip
+    return list(db.session.scalars(stmt.order_by(Message.id)))
 
 
 def chunks(message_pk: int) -> Iterator[bytes]:

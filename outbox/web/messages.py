@@ -128,6 +128,7 @@ def show(message_pk: int) -> ResponseReturnValue:
         events=audit.of_message(message.id),
         bounces=inbox.of_message(message.id),  # bounces (issue 15)
         raw_parts=parts,
+        other_parts=raw_shown.other_parts(message),
         **state,
     ))  # fmt: skip
     response.headers["Vary"] = "HX-Request"
