@@ -86,8 +86,9 @@ def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
     )
     config.chmod(0o600)  # msmtp refuses a password file others can read
     # What PHP's mail() pipes to sendmail_path = "msmtp -t": LF line ends.
-    mail = (b"To: ann@example.com\nSubject: Your order\nFrom: shop@example.com\n"
-            b"MIME-Version: 1.0\nContent-Type: text/html; charset=UTF-8\n\n" + HTML + b"\n")  # fmt: skip
+    head = (b"To: ann@example.com\nSubject: Your order\nFrom: shop@example.com\n"
+            b"MIME-Version: 1.0\nContent-Type: text/html; charset=UTF-8\n\n")  # fmt: skip
+    mail = head + HTML + b"\n"
     done = run(["msmtp", "-C", str(config), "-t"], input=mail)
     assert done.returncode == 0, done.stderr
     got = sent_on(smtp, records)
@@ -119,7 +120,9 @@ def swaks(port: int, certs: Certs, token: str, *args: str) -> subprocess.Complet
                 "--to", "ann@example.com", *args])  # fmt: skip
 
 
-def test_swaks_with_a_long_subject_and_a_long_body_line(smtp_app, smtp, port, certs, token, records):
+def test_swaks_with_a_long_subject_and_a_long_body_line(
+    smtp_app, smtp, port, certs, token, records
+):
     line = "x" * 1500
     done = swaks(port, certs, token, "--header", f"Subject: {WORDS}", "--body", line)
     assert done.returncode == 0, done.stdout + done.stderr
