@@ -199,3 +199,22 @@ def test_any_text_repaired_has_short_lines_and_decodes_to_what_was_sent(parts):
     got = repaired(data)
     assert long_lines(got) == []
     assert [content for _, content in leaves(got)] == bodies
+
+
+def test_a_long_line_that_is_no_field_is_left_for_the_store_to_refuse_by_line():
+    data = HEAD + b"y" * 1200 + b"\r\n\r\nbody\r\n"
+    assert repaired(data) == data
+
+
+def nested(depth: int) -> bytes:
+    opened = b"".join(b"--b%d\r\nContent-Type: multipart/mixed; boundary=b%d\r\n\r\n" % (n, n + 1)
+                      for n in range(depth))  # fmt: skip
+    return (HEAD + b"Content-Type: multipart/mixed; boundary=b0\r\n\r\n" + opened
+            + b"--b%d\r\n\r\n" % depth + b"x" * 1000 + b"\r\n")  # fmt: skip
+
+
+def test_parts_nested_past_50_deep_are_refused_and_50_are_repaired():
+    assert long_lines(repaired(nested(50))) == []
+    with pytest.raises(Refused) as refused:
+        repaired(nested(51))
+    assert refused.value.text.endswith(" holds parts more than 50 deep")

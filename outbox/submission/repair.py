@@ -14,6 +14,7 @@ the client did not.
 import base64
 import binascii
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
 from email.message import Message
 from email.parser import BytesHeaderParser
@@ -25,6 +26,8 @@ MAX_LINE = 998  # octets before CRLF (RFC 5322 2.1.1)
 FOLD_AT = 78  # where a folded line should end if it can (RFC 5322 2.1.1)
 BARE_CR = re.compile(rb"\r(?!\n)")
 FOLD = re.compile(rb"[ \t](?=[^ \t])")  # whitespace a continuation line can begin with
+FIELD = re.compile(rb"([!-9;-~]+)[ \t]*:")  # a field name (RFC 5322 3.6.8)
+MAX_DEPTH = 50  # parts within parts; the email package itself gives up far deeper
 BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
 UNENCODED = {"7bit", "8bit", "binary"}
 HEADERS = BytesHeaderParser(policy=compat32)
@@ -40,6 +43,8 @@ class Place:
         return what if not self.section else f"{what} of body part {self.section}"
 
     def part(self, number: int) -> "Place":
+        if self.section.count(".") >= MAX_DEPTH:
+            raise _refused(f"body part {self.section} holds parts more than {MAX_DEPTH} deep")
         return Place(f"{self.section}.{number}" if self.section else str(number))
 
 
@@ -99,8 +104,9 @@ def folded(head: bytes, place: Place) -> bytes:
     lines, name = head.split(b"\r\n"), ""
     for index, line in enumerate(lines):
         if line[:1] not in (b" ", b"\t"):
-            name = line.partition(b":")[0].strip().decode("ascii", "replace")
-        if len(line) > MAX_LINE:
+            field = FIELD.match(line)  # not a field: left for the store to refuse by line
+            name = field.group(1).decode("ascii")[:60] if field else ""
+        if len(line) > MAX_LINE and name:
             lines[index] = b"\r\n".join(_cut(line, name, place))
     return b"\r\n".join(lines)
 
@@ -117,9 +123,11 @@ def _cut(line: bytes, name: str, place: Place) -> list[bytes]:
     points = [m.start() for m in FOLD.finditer(line, max(first, 1))]
     pieces, start = [], 0
     while len(line) - start > FOLD_AT:
-        after = [p for p in points if p > start]
-        near = [p for p in after if p - start <= FOLD_AT]
-        cut = near[-1] if near else (after[0] if after else len(line))
+        after, near = bisect_right(points, start), bisect_right(points, start + FOLD_AT)
+        if near > after:
+            cut = points[near - 1]  # the last point within FOLD_AT
+        else:
+            cut = points[after] if after < len(points) else len(line)
         if cut - start > MAX_LINE:
             run = max(len(w) for w in line[start:cut].split())
             raise _refused(
