@@ -27,7 +27,7 @@ FOLD_AT = 78  # where a folded line should end if it can (RFC 5322 2.1.1)
 BARE_CR = re.compile(rb"\r(?!\n)")
 FOLD = re.compile(rb"[ \t](?=[^ \t])")  # whitespace a continuation line can begin with
 FIELD = re.compile(rb"([!-9;-~]+)[ \t]*:")  # a field name (RFC 5322 3.6.8)
-MAX_DEPTH = 50  # parts within parts; the email package itself gives up far deeper
+MAX_DEPTH = 50  # parts within parts: no mail nests deeper, and recursion has a limit
 BASE64 = re.compile(rb"[A-Za-z0-9+/]*={0,2}")
 UNENCODED = {"7bit", "8bit", "binary"}
 HEADERS = BytesHeaderParser(policy=compat32)

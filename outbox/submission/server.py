@@ -60,7 +60,7 @@ def _parsed(
 class Submission(SMTP):
     """aiosmtpd's protocol with the token check off the loop and outbox's wording of replies."""
 
-    # A command line's limit: 512 octets would do (RFC 5321 4.5.3.1.4); DATA lifts it.
+    # A command line's limit, AUTH's included; smtp_DATA lifts it for the mail's lines.
     line_length_limit = 1000
 
     def __init__(self, handler: "Handler", **options: Any) -> None:
@@ -99,13 +99,13 @@ class Submission(SMTP):
             self.transport.close()  # 421 closes the channel (RFC 5321 3.8)
 
     async def smtp_DATA(self, arg: str) -> None:  # noqa: N802
-        """DATA with lines as long as the mail may be: the store repairs long lines and
-        bare LFs (outbox.submission.repair), so that a client's whole mail can be one line.
+        """DATA with lines as long as the mail may be, for the store to repair.
 
-        aiosmtpd takes a line only as long as its reader's limit, which is also what the
-        reader buffers before it stops reading: lifted to the size limit for DATA alone,
-        it keeps a mail's memory to a few times OUTBOX_MAX_MESSAGE_BYTES, and command
-        lines to line_length_limit.
+        Long lines and bare LFs are mended (outbox.submission.repair), and with bare LFs
+        a client's whole mail is one line to aiosmtpd. aiosmtpd takes a line only as long
+        as its reader's limit, which is also what the reader buffers before it stops
+        reading: lifted to the size limit for DATA alone, it keeps a mail's memory to a
+        few times OUTBOX_MAX_MESSAGE_BYTES, and command lines to line_length_limit.
         """
         self.event_handler.in_flight += 1  # on the loop's thread only
         reader: Any = self._reader  # StreamReader keeps its limit in _limit, with no setter
