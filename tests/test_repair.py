@@ -215,6 +215,8 @@ def nested(depth: int) -> bytes:
 
 def test_parts_nested_past_50_deep_are_refused_and_50_are_repaired():
     assert long_lines(repaired(nested(50))) == []
-    with pytest.raises(Refused) as refused:
-        repaired(nested(51))
-    assert refused.value.text.endswith(" holds parts more than 50 deep")
+    forwarded = HEAD + b"Content-Type: message/rfc822\r\n\r\n" * 60 + b"x" * 1000 + b"\r\n"
+    for data in (nested(51), forwarded):
+        with pytest.raises(Refused) as refused:
+            repaired(data)
+        assert refused.value.text.endswith(" holds parts more than 50 deep")

@@ -154,7 +154,7 @@ def _body(head: bytes, body: bytes, place: Place, default: str) -> tuple[bytes, 
         inner = "message/rfc822" if kind == "multipart/digest" else "text/plain"
         return head, _multipart(body, boundary.encode(), place, kind, inner)
     if kind in ("message/rfc822", "message/global") and encoding in UNENCODED:
-        return head, _entity(body, place.part(1) if not place.section else place)
+        return head, _entity(body, place.part(1))
     return _leaf(head, body, fields, place)
 
 
