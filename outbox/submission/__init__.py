@@ -34,8 +34,9 @@ def queue_raw(sender: str, recipients: list[str], data: bytes, *, source: str) -
     """Store one submitted mail (DATA as received, CRLF line ends, not dot-stuffed).
 
     sender is MAIL FROM's address, recipients RCPT TO's (the envelope: Bcc is whoever
-    is not in To or Cc). Raises Refused naming the problem (a malformed address, a line
-    over 998 octets, a NUL, a broken header, over MAX_MESSAGE_BYTES) with nothing
+    is not in To or Cc). Long lines and bare LFs are repaired (outbox.submission.repair).
+    Raises Refused naming the problem (a malformed address, a line that cannot be
+    repaired, a NUL, a broken header, over MAX_MESSAGE_BYTES) with nothing
     stored; a database error (sqlalchemy.exc.DBAPIError) as it is, nothing stored.
     Needs an app context.
     """

@@ -35,8 +35,8 @@ def _replies(limit: int) -> dict[str, str]:
     """aiosmtpd's own fixed replies, as outbox words them: what went wrong, what to do."""
     too_big = f"552 5.3.4 The mail is over {limit} bytes, the most this server takes"
     return {
-        "500 Line too long (see RFC5321 4.5.3.1.6)": "500 5.6.0 A line of the mail is over "
-        "998 octets (RFC 5322 2.1.1): encode the body quoted-printable or base64",
+        # A line of DATA is cut off only past the size limit (Submission.smtp_DATA).
+        "500 Line too long (see RFC5321 4.5.3.1.6)": too_big,
         "552 Error: Too much mail data": too_big,
         "552 Error: message size exceeds fixed maximum message size": too_big,
         "530 5.7.0 Authentication required": "530 5.7.0 Authentication required: "
@@ -66,7 +66,7 @@ def _parsed(
 class Submission(SMTP):
     """aiosmtpd's protocol with the token check off the loop and outbox's wording of replies."""
 
-    # 998 octets and CRLF (RFC 5322 2.1.1); aiosmtpd's own 1001 lets a line of 999 through.
+    # A command line's limit, AUTH's included; smtp_DATA lifts it for the mail's lines.
     line_length_limit = 1000
 
     def __init__(self, handler: "Handler", **options: Any) -> None:
@@ -105,10 +105,21 @@ class Submission(SMTP):
             self.transport.close()  # 421 closes the channel (RFC 5321 3.8)
 
     async def smtp_DATA(self, arg: str) -> None:  # noqa: N802
+        """DATA with lines as long as the mail may be, for the store to repair.
+
+        Long lines and bare LFs are mended (outbox.submission.repair), and with bare LFs
+        a client's whole mail is one line to aiosmtpd. aiosmtpd takes a line only as long
+        as its reader's limit, which is also what the reader buffers before it stops
+        reading: lifted to the size limit for DATA alone, it keeps a mail's memory to a
+        few times OUTBOX_MAX_MESSAGE_BYTES, and command lines to line_length_limit.
+        """
         self.event_handler.in_flight += 1  # on the loop's thread only
+        reader: Any = self._reader  # StreamReader keeps its limit in _limit, with no setter
+        reader._limit = self.line_length_limit = self.event_handler.limit + len(b".\r\n")
         try:
             await super().smtp_DATA(arg)
         finally:
+            reader._limit = self.line_length_limit = type(self).line_length_limit
             self.event_handler.in_flight -= 1
 
     async def check_auth_needed(self, caller_method: str) -> bool:

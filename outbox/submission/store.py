@@ -35,6 +35,7 @@ from ..status import Status
 from ..suppression import screen
 from . import Queued, Refused
 from .raw import read
+from .repair import repaired
 
 MAX_LINE = 998  # octets before CRLF (RFC 5322 2.1.1)
 FIELD = re.compile(rb"[!-9;-~]+[ \t]*:")  # a field name (RFC 5322 3.6.8; obs-: WSP before :)
@@ -190,7 +191,7 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
     if len(data) > limit:
         raise Refused(552, "5.3.4", oversize(limit, len(data)))
     mail_from, envelope = _envelope(sender, recipients)
-    fields, body = split_head(checked_lines(data))
+    fields, body = split_head(checked_lines(repaired(data)))
     author = _from_header(fields)
     message_id = (_value(fields, "message-id") or "").strip()
     added = []
