@@ -33,6 +33,9 @@ def receiver() -> Iterator[Receiver]:
     found.stop()
 
 
+ENVELOPE = {"id", "message_id", "recipient", "code", "dsn", "text", "at", "metadata"}
+
+
 def endpoint_for(receiver: Receiver, kinds: str | None = None) -> WebhookEndpoint:
     endpoint, secret = endpoints.add(receiver.url, kinds)
     receiver.secret = secret
@@ -49,7 +52,7 @@ def test_emit_queues_one_delivery_per_enabled_endpoint_that_takes_the_kind(hooks
     sent_only = endpoint_for(receiver, "message.sent")
     off = endpoint_for(receiver)
     endpoints.disable(off.id)
-    events.emit(events.FAILED, message_pk=7, message_id="<7@x>", code="550", text="no")
+    events.emit(events.FAILED, message_pk=7, message_id="<7@x>", code=550, text="no")
     events.emit(events.SENT, message_pk=8, message_id="<8@x>", recipient="a@example.com")
     db.session.commit()
     rows = deliveries()
@@ -84,12 +87,28 @@ def test_a_drain_through_smtp_tells_the_receiver_of_sent_and_failed_signed(
     [told_failed] = receiver.of_kind("message.failed")
     assert told_sent["data"]["id"] == sent.id
     assert told_sent["data"]["message_id"] == sent.message_id == smtp.received[0].message_id
-    assert told_sent["data"]["code"] == "250"
+    assert told_sent["data"]["code"] == 250
     assert told_failed["data"]["id"] == failed.id
     assert told_failed["data"]["message_id"] == failed.message_id
-    assert told_failed["data"]["code"] == "550" and "no such user" in told_failed["data"]["text"]
+    assert told_failed["data"]["code"] == 550 and "no such user" in told_failed["data"]["text"]
     assert told_failed["timestamp"].endswith("Z") and told_failed["data"]["at"].endswith("Z")
     assert {d.status for d in deliveries()} == {"delivered"}
+
+
+def test_a_partly_delivered_message_is_told_sent_with_the_success_code(
+    hooks_app, smtp_app, smtp, make_message, receiver
+):
+    endpoint_for(receiver)
+    smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    partly = make_message(to=["ann@example.com", "gone@example.com"])
+    Worker().drain()
+    assert run_due("test-worker").retrying == 0
+    [told_sent] = receiver.of_kind("message.sent")
+    assert (told_sent["data"]["id"], told_sent["data"]["code"]) == (partly.id, 250)
+    assert "gone@example.com: 550 5.1.1 no such user" in told_sent["data"]["text"]
+    [told_gone] = receiver.of_kind("recipient.suppressed")  # the refusal's own event
+    assert (told_gone["data"]["recipient"], told_gone["data"]["code"]) == ("gone@example.com", 550)
+    assert set(told_sent["data"]) == set(told_gone["data"]) == ENVELOPE
 
 
 def test_a_receiver_down_for_a_while_gets_the_event_once_it_is_back(hooks_app, receiver):
@@ -150,6 +169,8 @@ def test_a_test_event_goes_to_its_endpoint_alone(hooks_app, receiver):
         other.stop()
     assert list(receiver.events) == [event_id]
     assert receiver.events[event_id]["type"] == "webhook.test"
+    data = receiver.events[event_id]["data"]
+    assert set(data) == ENVELOPE and (data["id"], data["message_id"]) == (None, None)
     assert other.requests == []
 
 

@@ -171,10 +171,9 @@ def send_test(endpoint_id: int, now: datetime | None = None) -> str:
     """Queue a test event for one endpoint (whatever kinds it takes); its webhook-id."""
     now = now or utcnow()
     event_id = events.new_event_id()
-    data = {"endpoint": endpoint_id, "text": "a test event from outbox"}
     db.session.execute(insert(DELIVERIES), {
         "endpoint_id": endpoint_id, "event_id": event_id, "kind": events.TEST,
-        "payload": events.body(events.TEST, data, now), "status": PENDING, "attempts": 0,
+        "payload": events.test_event(now).body(now), "status": PENDING, "attempts": 0,
         "next_attempt_at": now, "created_at": now,
     })  # fmt: skip
     return event_id
