@@ -7,6 +7,7 @@ import functools
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,7 @@ from . import post, safety, signing, store
 log = logging.getLogger("outbox.webhooks")
 BATCH = 8  # deliveries claimed at a time and sent side by side, a thread each
 STOP_CHECK = 0.1  # seconds between looks at the stop flag while requests are in flight
+STOP_GRACE = 3.0  # seconds a stopping worker lets the requests under way finish
 
 
 @dataclass
@@ -65,7 +67,8 @@ def send_all(
     """Send each claimed delivery in a thread of its own, all ended by one cutoff; return
     once every thread has (no thread is left behind to pile up run after run).
 
-    A stop cuts every request at once: its outcome is a failed attempt, sent again later.
+    A stop lets the requests under way have STOP_GRACE more, then cuts them: an outcome
+    cut is a failed attempt, sent again later.
     """
     timeout = config["WEBHOOK_TIMEOUT"]
     context = _tls_context(config["WEBHOOK_CA_FILE"])
@@ -73,8 +76,11 @@ def send_all(
     cutoff = post.Cutoff(timeout)
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(claimed)) as pool:
         futures = [pool.submit(send_one, c, cutoff, context, allow) for c in claimed]
+        stopped_at = None
         while concurrent.futures.wait(futures, timeout=STOP_CHECK).not_done:
-            if stop is not None and stop.is_set():
+            if stopped_at is None and stop is not None and stop.is_set():
+                stopped_at = time.monotonic()
+            if stopped_at is not None and time.monotonic() - stopped_at >= STOP_GRACE:
                 cutoff.cut("the worker is stopping")
     return [(c, f.result()) for c, f in zip(claimed, futures, strict=True)]
 
