@@ -182,21 +182,38 @@ def test_claims_are_disjoint_taken_back_after_the_lease_and_a_late_outcome_is_no
     events.emit_many([events.Event(events.SENT, n, f"<{n}@x>") for n in range(10)])
     db.session.commit()
     now = utcnow()
-    first = store.claim("one", 6, now)
-    second = store.claim("two", 6, now)
+    first = store.claim("one", 6, now, in_flight=10)
+    second = store.claim("two", 6, now, in_flight=10)
     assert len(first) == 6 and len(second) == 4
     assert not {c.id for c in first} & {c.id for c in second}
-    assert store.claim("three", 6, now) == []
+    assert store.claim("three", 6, now, in_flight=10) == []
     lease = store.lease(hooks_app.config["WEBHOOK_TIMEOUT"])
     assert store.release_stale(lease, now + timedelta(seconds=lease - 1)) == 0
     assert store.release_stale(lease, now + timedelta(seconds=lease + 1)) == 10
-    again = store.claim("three", 10, now + timedelta(seconds=lease + 1))
+    again = store.claim("three", 10, now + timedelta(seconds=lease + 1), in_flight=10)
     assert len(again) == 10
     from outbox.webhooks.post import Answer
 
     store.record("one", [(first[0], Answer(204, 5))], now)  # "one" lost its claim
     row = db.session.get(WebhookDelivery, first[0].id)
     assert row is not None and (row.status, row.locked_by) == ("sending", "three")
+
+
+@pytest.mark.all_databases
+def test_an_endpoint_has_at_most_its_share_in_flight_across_workers(hooks_app, db_kind):
+    slow, _ = endpoints.add("http://127.0.0.1:9/slow")
+    other, _ = endpoints.add("http://127.0.0.1:9/other", "message.failed")
+    events.emit_many([events.Event(events.SENT, n, f"<{n}@x>") for n in range(10)])
+    events.emit_many([events.Event(events.FAILED, n, f"<{n}@x>") for n in range(2)])
+    db.session.commit()
+    now = utcnow()
+    first = store.claim("one", 8, now)
+    assert sorted(c.endpoint_id for c in first) == [slow.id] * store.IN_FLIGHT + [other.id] * 2
+    assert store.claim("two", 8, now) == []  # the slow one's share is in flight
+    from outbox.webhooks.post import Answer
+
+    store.record("one", [(c, Answer(204, 5)) for c in first], now)
+    assert [c.endpoint_id for c in store.claim("two", 8, now)] == [slow.id] * store.IN_FLIGHT
 
 
 def test_retention_purges_old_settled_deliveries(hooks_app, receiver):
