@@ -1,9 +1,9 @@
 """A webhook receiver that answers one byte a second, in a process of its own.
 
-Run as `python -m tests.trickle` it listens on a port the OS gives, prints "port N", then "connected"
-as each request has come, and trickles the same endless answer to each connection
-until the client goes. A process of its own, so that the tests' counts of threads and
-sockets are outbox's alone.
+Run as `python -m tests.trickle` it listens on a port the OS gives, prints "port N",
+then "connected" as each request has come, and trickles the same endless answer to each
+connection until the client goes. A process of its own, so that the tests' counts of
+threads and sockets are outbox's alone.
 """
 
 import os
