@@ -31,8 +31,9 @@ IN_FLIGHT = 4  # deliveries to one endpoint sending at once, a thread and a sock
 def lease(timeout: float) -> float:
     """Seconds a worker's claim on deliveries holds before any worker may take it back.
 
-    A run sends its whole claim at once, waits for no request past timeout, and writes
-    the outcomes next: three times timeout leaves twice the requests' time for that. A
+    A run sends its whole claim at once, every request ended by timeout (post.Cutoff;
+    only the system resolver's own limits bound a name's lookup), and writes the
+    outcomes next: three times timeout leaves twice the requests' time for that. A
     claim taken back is sent again by another worker and the first one's late outcome is
     not written (record's WHERE names the claim): at least once, never lost; receivers
     dedupe on webhook-id, which a retry keeps.
