@@ -43,28 +43,37 @@ ENDPOINTS = cast(Table, WebhookEndpoint.__table__)
 
 @dataclass(frozen=True)
 class Event:
-    """One thing that happened, as its webhook's data tells it."""
+    """One thing that happened, as its webhook's data tells it: the same keys for every kind.
+
+    message_pk and message_id are None only in the test event, which is of no message.
+    """
 
     kind: str
-    message_pk: int
-    message_id: str
+    message_pk: int | None
+    message_id: str | None
     recipient: str | None = None
-    code: str | None = None
+    code: int | None = None  # an SMTP reply code, a number as in the API
     text: str | None = None
     at: datetime | None = None
     metadata: Mapping[str, str] | None = None  # the message's; None: read when queued
+    dsn: str | None = None  # a bounce's DSN status, "5.1.1"
 
     def data(self) -> dict[str, Any]:
         return {"id": self.message_pk, "message_id": self.message_id,
-                "recipient": self.recipient, "code": self.code, "text": self.text,
-                "at": iso(self.at, "microseconds"),
+                "recipient": self.recipient, "code": self.code, "dsn": self.dsn,
+                "text": self.text, "at": iso(self.at, "microseconds"),
                 "metadata": dict(self.metadata or {})}  # fmt: skip
 
+    def body(self, now: datetime) -> str:
+        """The JSON a receiver gets (and the signature covers): type, timestamp and data."""
+        return json.dumps({"type": self.kind, "timestamp": iso(now, "microseconds"),
+                           "data": self.data()}, ensure_ascii=False,
+                          separators=(",", ":"))  # fmt: skip
 
-def body(kind: str, data: Mapping[str, Any], now: datetime) -> str:
-    """The JSON a receiver gets (and the signature covers): type, timestamp and data."""
-    return json.dumps({"type": kind, "timestamp": iso(now, "microseconds"), "data": data},
-                      ensure_ascii=False, separators=(",", ":"))  # fmt: skip
+
+def test_event(now: datetime) -> Event:
+    """The test event: of no message, so its id and message_id are null."""
+    return Event(TEST, None, None, text="a test event from outbox", at=now, metadata={})
 
 
 def new_event_id() -> str:
@@ -78,15 +87,16 @@ def emit(
     message_pk: int,
     message_id: str,
     recipient: str | None = None,
-    code: str | None = None,
+    code: int | None = None,
     text: str | None = None,
     at: datetime | None = None,
+    dsn: str | None = None,
 ) -> None:
     """Queue one event for every enabled endpoint that takes its kind, in the caller's
     transaction (the caller commits)."""
     if kind not in KINDS:
         raise ValueError(f"unknown event kind {kind!r}; one of {', '.join(KINDS)}")
-    emit_many([Event(kind, message_pk, message_id, recipient, code, text, at)])
+    emit_many([Event(kind, message_pk, message_id, recipient, code, text, at, dsn=dsn)])
 
 
 def emit_many(events: Iterable[Event], now: datetime | None = None) -> int:
@@ -132,12 +142,11 @@ def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str |
     return _insert(endpoints, events, utcnow())
 
 
-def _code(status: Status, code: int | None) -> str | None:
+def _code(status: Status, code: int | None) -> int | None:
     """The SMTP code an outcome tells: a sent mail's is 250, the one success reply to the
-    end of DATA (RFC 5321 4.3.2), which the sender does not keep."""
-    if code is None and status is Status.SENT:
-        return "250"
-    return None if code is None else str(code)
+    end of DATA (RFC 5321 4.3.2), also when some recipients were refused: the attempt's
+    code is then a refusal's, which the text names with its recipient."""
+    return 250 if status is Status.SENT else code
 
 
 def _enabled() -> list[tuple[int, set[str]]]:
@@ -171,12 +180,13 @@ def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now:
     wanted = [(event, [endpoint for endpoint, kinds in endpoints if event.kind in kinds])
               for event in events]  # fmt: skip
     wanted = [(event, wanting) for event, wanting in wanted if wanting]
-    metadata = _metadata([event.message_pk for event, _ in wanted if event.metadata is None])
+    unread = [e.message_pk for e, _ in wanted if e.metadata is None and e.message_pk is not None]
+    metadata = _metadata(unread)
     rows = []
     for event, wanting in wanted:
         if event.metadata is None:
-            event = replace(event, metadata=metadata.get(event.message_pk))
-        text, event_id = body(event.kind, event.data(), now), new_event_id()
+            event = replace(event, metadata=metadata.get(event.message_pk or 0))
+        text, event_id = event.body(now), new_event_id()
         rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
                   "payload": text, "status": "pending", "attempts": 0, "next_attempt_at": now,
                   "created_at": now} for endpoint in wanting]  # fmt: skip

@@ -189,5 +189,6 @@ def test_a_hard_bounce_is_told_to_the_apps_webhook_signed(smtp_app, smtp, make_m
         receiver.stop()
     assert receiver.refused == [] and receiver.duplicates == 0
     assert told["data"]["id"] == pk and told["data"]["message_id"] == fresh(pk).message_id
-    assert told["data"]["recipient"] == "bob@example.org" and told["data"]["code"] == "5.1.1"
+    assert told["data"]["recipient"] == "bob@example.org" and told["data"]["dsn"] == "5.1.1"
+    assert told["data"]["code"] == 550
     assert "The email account that you tried to reach does not exist" in told["data"]["text"]

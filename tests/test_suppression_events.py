@@ -50,5 +50,5 @@ def test_a_refusal_as_unknown_is_told_once_with_the_smtp_code(hooked, smtp, make
     message = make_message(to=[A, B])
     Worker().drain()
     suppressed = [(k, d) for k, d in told() if k == "recipient.suppressed"]
-    assert [(d["id"], d["recipient"], d["code"]) for _, d in suppressed] == [(message.id, B, "550")]
+    assert [(d["id"], d["recipient"], d["code"]) for _, d in suppressed] == [(message.id, B, 550)]
     assert suppressed[0][1]["text"] == "550 5.1.1 no such user"

@@ -60,7 +60,8 @@ def _post(receiver: Receiver, url: str, context: ssl.SSLContext | None = None) -
     secret = receiver.secret = signing.new_secret()
     target = safety.resolve(url, allow_private=True)
     headers = signing.headers(secret, "evt_1", '{"type":"x"}')
-    return post.post(target, b'{"type":"x"}', headers, 5.0, context or post.tls_context())
+    return post.post(target, b'{"type":"x"}', headers, post.Cutoff(5.0),
+                     context or post.tls_context())  # fmt: skip
 
 
 def test_the_request_goes_to_the_checked_address_with_the_host_named_and_verifies():
@@ -106,11 +107,12 @@ def test_a_receiver_that_does_not_answer_in_time_is_cut_off():
     try:
         secret = receiver.secret = signing.new_secret()
         target = safety.resolve(receiver.url, allow_private=True)
-        answer = post.post(target, b"{}", signing.headers(secret, "e", "{}"), 0.5,
+        answer = post.post(target, b"{}", signing.headers(secret, "e", "{}"),
+                           post.Cutoff(0.5),
                            post.tls_context())  # fmt: skip
     finally:
         receiver.stop()
-    assert answer.error == f"no answer from 127.0.0.1:{receiver.port} within 0.5s"
+    assert answer.error == f"no complete answer from 127.0.0.1:{receiver.port} within 0.5s"
     assert answer.latency_ms < 1500
 
 

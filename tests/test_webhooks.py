@@ -33,6 +33,9 @@ def receiver() -> Iterator[Receiver]:
     found.stop()
 
 
+ENVELOPE = {"id", "message_id", "recipient", "code", "dsn", "text", "at", "metadata"}
+
+
 def endpoint_for(receiver: Receiver, kinds: str | None = None) -> WebhookEndpoint:
     endpoint, secret = endpoints.add(receiver.url, kinds)
     receiver.secret = secret
@@ -49,7 +52,7 @@ def test_emit_queues_one_delivery_per_enabled_endpoint_that_takes_the_kind(hooks
     sent_only = endpoint_for(receiver, "message.sent")
     off = endpoint_for(receiver)
     endpoints.disable(off.id)
-    events.emit(events.FAILED, message_pk=7, message_id="<7@x>", code="550", text="no")
+    events.emit(events.FAILED, message_pk=7, message_id="<7@x>", code=550, text="no")
     events.emit(events.SENT, message_pk=8, message_id="<8@x>", recipient="a@example.com")
     db.session.commit()
     rows = deliveries()
@@ -84,12 +87,28 @@ def test_a_drain_through_smtp_tells_the_receiver_of_sent_and_failed_signed(
     [told_failed] = receiver.of_kind("message.failed")
     assert told_sent["data"]["id"] == sent.id
     assert told_sent["data"]["message_id"] == sent.message_id == smtp.received[0].message_id
-    assert told_sent["data"]["code"] == "250"
+    assert told_sent["data"]["code"] == 250
     assert told_failed["data"]["id"] == failed.id
     assert told_failed["data"]["message_id"] == failed.message_id
-    assert told_failed["data"]["code"] == "550" and "no such user" in told_failed["data"]["text"]
+    assert told_failed["data"]["code"] == 550 and "no such user" in told_failed["data"]["text"]
     assert told_failed["timestamp"].endswith("Z") and told_failed["data"]["at"].endswith("Z")
     assert {d.status for d in deliveries()} == {"delivered"}
+
+
+def test_a_partly_delivered_message_is_told_sent_with_the_success_code(
+    hooks_app, smtp_app, smtp, make_message, receiver
+):
+    endpoint_for(receiver)
+    smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    partly = make_message(to=["ann@example.com", "gone@example.com"])
+    Worker().drain()
+    assert run_due("test-worker").retrying == 0
+    [told_sent] = receiver.of_kind("message.sent")
+    assert (told_sent["data"]["id"], told_sent["data"]["code"]) == (partly.id, 250)
+    assert "gone@example.com: 550 5.1.1 no such user" in told_sent["data"]["text"]
+    [told_gone] = receiver.of_kind("recipient.suppressed")  # the refusal's own event
+    assert (told_gone["data"]["recipient"], told_gone["data"]["code"]) == ("gone@example.com", 550)
+    assert set(told_sent["data"]) == set(told_gone["data"]) == ENVELOPE
 
 
 def test_a_receiver_down_for_a_while_gets_the_event_once_it_is_back(hooks_app, receiver):
@@ -150,6 +169,8 @@ def test_a_test_event_goes_to_its_endpoint_alone(hooks_app, receiver):
         other.stop()
     assert list(receiver.events) == [event_id]
     assert receiver.events[event_id]["type"] == "webhook.test"
+    data = receiver.events[event_id]["data"]
+    assert set(data) == ENVELOPE and (data["id"], data["message_id"]) == (None, None)
     assert other.requests == []
 
 
@@ -161,21 +182,38 @@ def test_claims_are_disjoint_taken_back_after_the_lease_and_a_late_outcome_is_no
     events.emit_many([events.Event(events.SENT, n, f"<{n}@x>") for n in range(10)])
     db.session.commit()
     now = utcnow()
-    first = store.claim("one", 6, now)
-    second = store.claim("two", 6, now)
+    first = store.claim("one", 6, now, in_flight=10)
+    second = store.claim("two", 6, now, in_flight=10)
     assert len(first) == 6 and len(second) == 4
     assert not {c.id for c in first} & {c.id for c in second}
-    assert store.claim("three", 6, now) == []
+    assert store.claim("three", 6, now, in_flight=10) == []
     lease = store.lease(hooks_app.config["WEBHOOK_TIMEOUT"])
     assert store.release_stale(lease, now + timedelta(seconds=lease - 1)) == 0
     assert store.release_stale(lease, now + timedelta(seconds=lease + 1)) == 10
-    again = store.claim("three", 10, now + timedelta(seconds=lease + 1))
+    again = store.claim("three", 10, now + timedelta(seconds=lease + 1), in_flight=10)
     assert len(again) == 10
     from outbox.webhooks.post import Answer
 
     store.record("one", [(first[0], Answer(204, 5))], now)  # "one" lost its claim
     row = db.session.get(WebhookDelivery, first[0].id)
     assert row is not None and (row.status, row.locked_by) == ("sending", "three")
+
+
+@pytest.mark.all_databases
+def test_an_endpoint_has_at_most_its_share_in_flight_across_workers(hooks_app, db_kind):
+    slow, _ = endpoints.add("http://127.0.0.1:9/slow")
+    other, _ = endpoints.add("http://127.0.0.1:9/other", "message.failed")
+    events.emit_many([events.Event(events.SENT, n, f"<{n}@x>") for n in range(10)])
+    events.emit_many([events.Event(events.FAILED, n, f"<{n}@x>") for n in range(2)])
+    db.session.commit()
+    now = utcnow()
+    first = store.claim("one", 8, now)
+    assert sorted(c.endpoint_id for c in first) == [slow.id] * store.IN_FLIGHT + [other.id] * 2
+    assert store.claim("two", 8, now) == []  # the slow one's share is in flight
+    from outbox.webhooks.post import Answer
+
+    store.record("one", [(c, Answer(204, 5)) for c in first], now)
+    assert [c.endpoint_id for c in store.claim("two", 8, now)] == [slow.id] * store.IN_FLIGHT
 
 
 def test_retention_purges_old_settled_deliveries(hooks_app, receiver):

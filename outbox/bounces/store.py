@@ -222,8 +222,8 @@ def _bounced(row: BounceMail, message: Message, address: str, failure: parse.Fai
              now: datetime) -> None:  # fmt: skip
     """What follows a hard bounce besides the mark: the event and the suppression."""
     events.emit(events.BOUNCED, message_pk=message.id, message_id=message.message_id,
-                recipient=address, code=failure.status, text=failure.diagnostic,
-                at=now)  # fmt: skip
+                recipient=address, code=failure.smtp_code, text=failure.diagnostic,
+                at=now, dsn=failure.status)  # fmt: skip
     reason = " ".join(filter(None, [failure.status, failure.diagnostic])) or "hard bounce"
     suppression.add(address, reason[:500], "bounce", message_pk=message.id, bounce_pk=row.id)
 

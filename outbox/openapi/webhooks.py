@@ -1,6 +1,6 @@
 """The OpenAPI operations and schemas of webhook endpoints (outbox/api/webhooks.py)."""
 
-from ..events import KINDS
+from ..events import KINDS, TEST
 from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, answer, closed, ref
 
 FORBIDDEN = answer("The token lacks the manage scope.", "Error")
@@ -57,6 +57,7 @@ def schemas() -> dict[str, Schema]:
         "WebhookEndpointMade": closed({**shown, "secret": secret}),
         "WebhookEndpoints": closed({"webhooks": listed}),
         "WebhookDelivery": closed(delivery),
+        "WebhookEvent": event(),
         "WebhookDeliveryPage": closed(
             {
                 "deliveries": {"type": "array", "items": ref("schemas/WebhookDelivery")},
@@ -64,6 +65,28 @@ def schemas() -> dict[str, Schema]:
             }
         ),  # fmt: skip
     }
+
+
+def event() -> Schema:
+    """The body of every webhook request (outbox.events.Event), whatever its kind."""
+    maybe_text: Schema = {"type": ["string", "null"]}
+    data: dict[str, Schema] = {
+        "id": {"type": ["integer", "null"], "description": "The message's; null in webhook.test."},
+        "message_id": {**maybe_text, "description": "Its Message-ID; null in webhook.test."},
+        "recipient": {**maybe_text, "description": "The address, in the recipient events."},
+        "code": {"type": ["integer", "null"], "description": "The SMTP reply code; 250: sent."},
+        "dsn": {**maybe_text, "description": "A bounce's DSN status, 5.1.1."},
+        "text": maybe_text,
+        "at": {"type": ["string", "null"], "format": "date-time"},
+        "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
+    }
+    return closed(
+        {
+            "type": {"type": "string", "enum": [*KINDS, TEST]},
+            "timestamp": {"type": "string", "format": "date-time"},
+            "data": closed(data),
+        }
+    )
 
 
 def collection() -> Schema:

@@ -53,7 +53,7 @@ def suppress_refused(finished: Sequence[Any], recorded: Mapping[int, Status]) ->
             entry, new = add(address, reason, "smtp", message_pk=pk)
             if new:
                 made.append(events.Event(events.SUPPRESSED, pk, message_ids[pk], address,
-                                         str(code), reason, entry.created_at))  # fmt: skip
+                                         code, reason, entry.created_at))  # fmt: skip
     if made:
         events.emit_many(made)
     return len(made)

@@ -1,11 +1,13 @@
 """The workers' webhook job: take back dead workers' claims, send due deliveries signed,
-all of a claim at once, each cut off at WEBHOOK_TIMEOUT, and write what came of each."""
+all of a claim at once, all cut off at WEBHOOK_TIMEOUT or when the worker stops, and
+write what came of each."""
 
 import concurrent.futures
 import functools
 import logging
 import ssl
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,6 +22,8 @@ from . import post, safety, signing, store
 
 log = logging.getLogger("outbox.webhooks")
 BATCH = 8  # deliveries claimed at a time and sent side by side, a thread each
+STOP_CHECK = 0.1  # seconds between looks at the stop flag while requests are in flight
+STOP_GRACE = 3.0  # seconds a stopping worker lets the requests under way finish
 
 
 @dataclass
@@ -44,7 +48,7 @@ def run_due(worker_id: str, stop: threading.Event | None = None,
         claimed = store.claim(worker_id, BATCH, now)
         if not claimed:
             break
-        results = send_all(claimed, config)
+        results = send_all(claimed, config, stop)
         disabled = store.record(worker_id, results, now or utcnow())
         for endpoint_id in disabled:
             log.warning("%s: webhook endpoint %d disabled: a delivery failed its last retry",
@@ -57,27 +61,31 @@ def run_due(worker_id: str, stop: threading.Event | None = None,
     return tally
 
 
-def send_all(claimed: list[store.Claimed],
-             config: Mapping[str, Any]) -> list[tuple[store.Claimed, post.Answer]]:  # fmt: skip
-    """Send each claimed delivery in a thread of its own; wait for none past the timeout.
+def send_all(
+    claimed: list[store.Claimed], config: Mapping[str, Any], stop: threading.Event | None = None
+) -> list[tuple[store.Claimed, post.Answer]]:
+    """Send each claimed delivery in a thread of its own, all ended by one cutoff; return
+    once every thread has (no thread is left behind to pile up run after run).
 
-    A request still running then (a name that does not resolve, a server answering a
-    byte at a time) is counted as timed out and left to end on its own.
+    A stop lets the requests under way have STOP_GRACE more, then cuts them: an outcome
+    cut is a failed attempt, sent again later.
     """
     timeout = config["WEBHOOK_TIMEOUT"]
     context = _tls_context(config["WEBHOOK_CA_FILE"])
     allow = bool(config["WEBHOOK_ALLOW_PRIVATE"])
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=len(claimed))
-    try:
-        futures = [pool.submit(send_one, c, timeout, context, allow) for c in claimed]
-        concurrent.futures.wait(futures, timeout=timeout + 1)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-    late = post.Answer(None, round(timeout * 1000), None, f"no answer within {timeout:g}s")
-    return [(c, f.result() if f.done() else late) for c, f in zip(claimed, futures, strict=True)]
+    cutoff = post.Cutoff(timeout)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(claimed)) as pool:
+        futures = [pool.submit(send_one, c, cutoff, context, allow) for c in claimed]
+        stopped_at = None
+        while concurrent.futures.wait(futures, timeout=STOP_CHECK).not_done:
+            if stopped_at is None and stop is not None and stop.is_set():
+                stopped_at = time.monotonic()
+            if stopped_at is not None and time.monotonic() - stopped_at >= STOP_GRACE:
+                cutoff.cut("the worker is stopping")
+    return [(c, f.result()) for c, f in zip(claimed, futures, strict=True)]
 
 
-def send_one(claimed: store.Claimed, timeout: float, context: ssl.SSLContext,
+def send_one(claimed: store.Claimed, cutoff: post.Cutoff, context: ssl.SSLContext,
              allow_private: bool) -> post.Answer:  # fmt: skip
     """Resolve and check the endpoint's host, sign, POST; never raises."""
     try:
@@ -85,7 +93,7 @@ def send_one(claimed: store.Claimed, timeout: float, context: ssl.SSLContext,
     except safety.Refused as exc:
         return post.Answer(None, 0, None, str(exc))
     headers = signing.headers(claimed.secret, claimed.event_id, claimed.payload)
-    return post.post(target, claimed.payload.encode(), headers, timeout, context)
+    return post.post(target, claimed.payload.encode(), headers, cutoff, context)
 
 
 @functools.lru_cache(maxsize=4)

@@ -2,11 +2,12 @@
 tested, listed and purged. (outbox.events writes new ones.)"""
 
 import functools
+import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Executable, bindparam, delete, insert, select, update
+from sqlalchemy import Executable, bindparam, delete, func, insert, select, update
 from sqlalchemy.exc import DBAPIError
 
 from .. import events
@@ -24,13 +25,15 @@ STATUSES = (PENDING, SENDING, DELIVERED, FAILED)
 # its endpoint is disabled (about 42 hours from the first try).
 RETRIES = (5, 300, 1800, 7200, 18000, 36000, 36000, 50400)
 PAGE = 50  # deliveries on one page of an endpoint's list
+IN_FLIGHT = 4  # deliveries to one endpoint sending at once, a thread and a socket each
 
 
 def lease(timeout: float) -> float:
     """Seconds a worker's claim on deliveries holds before any worker may take it back.
 
-    A run sends its whole claim at once, waits for no request past timeout, and writes
-    the outcomes next: three times timeout leaves twice the requests' time for that. A
+    A run sends its whole claim at once, every request ended by timeout (post.Cutoff;
+    only the system resolver's own limits bound a name's lookup), and writes the
+    outcomes next: three times timeout leaves twice the requests' time for that. A
     claim taken back is sent again by another worker and the first one's late outcome is
     not written (record's WHERE names the claim): at least once, never lost; receivers
     dedupe on webhook-id, which a retry keeps.
@@ -51,42 +54,70 @@ class Claimed:
     attempts: int
 
 
-def claim(worker_id: str, limit: int, now: datetime | None = None) -> list[Claimed]:
-    """Mark up to limit due deliveries of enabled endpoints as sending by this worker."""
+def claim(worker_id: str, limit: int, now: datetime | None = None,
+          in_flight: int = IN_FLIGHT) -> list[Claimed]:  # fmt: skip
+    """Mark up to limit due deliveries of enabled endpoints as sending by this worker, at
+    most in_flight of one endpoint's sending at once."""
 
     def step() -> list[Claimed]:
-        claimed = _claim(worker_id, limit, now or utcnow())
+        claimed = _claim(worker_id, limit, now or utcnow(), in_flight)
         db.session.commit()
         return claimed
 
     return with_retries(step)
 
 
-def _claim(worker_id: str, limit: int, now: datetime) -> list[Claimed]:
+def _claim(worker_id: str, limit: int, now: datetime, in_flight: int) -> list[Claimed]:
     e = ENDPOINTS.c
     found = db.session.execute(select(e.id, e.url, e.secret).where(e.enabled.is_(True))).all()
     endpoints = {row.id: row for row in found}
-    if not endpoints:
-        return []
+    room = _room(list(endpoints), in_flight)
+    order = list(room)
+    random.shuffle(order)  # no endpoint's backlog always goes first
+    rows: list[Any] = []
+    for endpoint_id in order:
+        if len(rows) >= limit:
+            break
+        rows += _take(worker_id, endpoint_id, min(room[endpoint_id], limit - len(rows)), now)
+    return [Claimed(row.id, row.endpoint_id, endpoints[row.endpoint_id].url,
+                    endpoints[row.endpoint_id].secret, row.event_id, row.payload, row.attempts)
+            for row in sorted(rows, key=lambda row: row.id)]  # fmt: skip
+
+
+def _room(endpoint_ids: list[int], in_flight: int) -> dict[int, int]:
+    """How many more deliveries each endpoint may have in flight, for those that may.
+
+    Counted across workers; two claims at the same moment may together pass it, by at
+    most a claim's worth. A slow receiver so holds a few threads, not a batch.
+    """
+    if not endpoint_ids:
+        return {}
+    d = DELIVERIES.c
+    stmt = select(d.endpoint_id, func.count()).where(
+        d.status == SENDING, d.endpoint_id.in_(endpoint_ids)).group_by(d.endpoint_id)  # fmt: skip
+    busy: dict[int, int] = {row[0]: row[1] for row in db.session.execute(stmt)}
+    room = {endpoint: in_flight - busy.get(endpoint, 0) for endpoint in endpoint_ids}
+    return {endpoint: free for endpoint, free in room.items() if free > 0}
+
+
+def _take(worker_id: str, endpoint_id: int, limit: int, now: datetime) -> list[Any]:
+    """Mark up to limit of one endpoint's due deliveries as sending by this worker."""
     d = DELIVERIES.c
     due = select(d.id, d.endpoint_id, d.event_id, d.payload, d.attempts).where(
-        d.status == PENDING, d.next_attempt_at <= now, d.endpoint_id.in_(list(endpoints))
+        d.status == PENDING, d.next_attempt_at <= now, d.endpoint_id == endpoint_id
     ).order_by(d.next_attempt_at, d.id).limit(limit)  # fmt: skip
     values = {"status": SENDING, "locked_by": worker_id, "locked_at": now}
     if db.engine.dialect.name == "sqlite":
         # No row locks: one UPDATE under SQLite's write lock chooses and marks at once.
         chosen = due.with_only_columns(d.id).scalar_subquery()
         stmt = update(DELIVERIES).where(d.id.in_(chosen), d.status == PENDING).values(values)
-        rows = list(db.session.execute(stmt.returning(*due.selected_columns)))
-    else:
-        # SKIP LOCKED: workers take disjoint rows without waiting on each other.
-        rows = list(db.session.execute(due.with_for_update(skip_locked=True)))
-        if rows:
-            ids = [row.id for row in rows]
-            db.session.execute(update(DELIVERIES).where(d.id.in_(ids)).values(values))
-    return [Claimed(row.id, row.endpoint_id, endpoints[row.endpoint_id].url,
-                    endpoints[row.endpoint_id].secret, row.event_id, row.payload, row.attempts)
-            for row in sorted(rows, key=lambda row: row.id)]  # fmt: skip
+        return list(db.session.execute(stmt.returning(*due.selected_columns)))
+    # SKIP LOCKED: workers take disjoint rows without waiting on each other.
+    rows = list(db.session.execute(due.with_for_update(skip_locked=True)))
+    if rows:
+        ids = [row.id for row in rows]
+        db.session.execute(update(DELIVERIES).where(d.id.in_(ids)).values(values))
+    return rows
 
 
 def release_stale(lease_seconds: float, now: datetime | None = None) -> int:
@@ -171,10 +202,9 @@ def send_test(endpoint_id: int, now: datetime | None = None) -> str:
     """Queue a test event for one endpoint (whatever kinds it takes); its webhook-id."""
     now = now or utcnow()
     event_id = events.new_event_id()
-    data = {"endpoint": endpoint_id, "text": "a test event from outbox"}
     db.session.execute(insert(DELIVERIES), {
         "endpoint_id": endpoint_id, "event_id": event_id, "kind": events.TEST,
-        "payload": events.body(events.TEST, data, now), "status": PENDING, "attempts": 0,
+        "payload": events.test_event(now).body(now), "status": PENDING, "attempts": 0,
         "next_attempt_at": now, "created_at": now,
     })  # fmt: skip
     return event_id
