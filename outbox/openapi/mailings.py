@@ -88,8 +88,8 @@ def append() -> Schema:
         "responses": {
             "201": answer("How many were added, and the mailing's total.", "RecipientsAdded"),
             "401": UNAUTHORIZED, "404": answer("No such mailing.", "Error"),
-            "409": answer("The mailing is cancelled.", "Error"), "422": REFUSED,
-            "503": UNAVAILABLE,
+            "409": answer("The mailing is cancelled.", "Error"), "415": UNSUPPORTED,
+            "422": REFUSED, "503": UNAVAILABLE,
         },
     }  # fmt: skip
 
