@@ -231,7 +231,7 @@ class NewMessage(BaseModel):
         description="A text or an html body is required.",
     )  # fmt: skip
     priority: Annotated[int, _checked(_priority, Priority | None)] = Field(
-        0, title="Priority", description="Higher goes first."
+        0, title="Priority", description="Higher goes first; 0 if not given."
     )
     send_after: Annotated[datetime | None, _checked(utc_moment, datetime | None)] = Field(
         None, title="Send after (UTC)", description="ISO 8601; a time without a zone is UTC."

@@ -13,7 +13,16 @@ from . import (
     webhooks,
 )
 from .examples import DOCUMENT, exemplify
-from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, closed, header_schemas, model_schema, ref
+from .parts import (
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    Schema,
+    closed,
+    header_schemas,
+    model_schema,
+    open_objects,
+    ref,
+)
 from .queuing import create, create_batch
 from .reading import listing, move, show
 
@@ -104,7 +113,7 @@ def document() -> dict[str, Any]:
     """The whole OpenAPI document, made once, each body with an example."""
     paths = _paths()
     exemplify(paths)
-    return {
+    found = {
         "openapi": "3.1.0",
         "info": {
             "title": "outbox",
@@ -125,3 +134,5 @@ def document() -> dict[str, Any]:
             "headers": header_schemas(),
         },
     }
+    open_objects(found)
+    return found
