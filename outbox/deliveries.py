@@ -76,7 +76,7 @@ def settle(
     """
     if all(r is ACCEPTED for r in replies.values()) and all(e.keys() <= PLAIN for e in entries):
         if all(str(e["address"]) in replies for e in entries):
-            return Settled(Outcome.SENT, None, None, None)  # the common attempt: all took it
+            return Settled(Outcome.SENT, ACCEPTED.code, None, None)  # the common attempt
     written = [dict(entry) for entry in entries]
     for entry in written:
         reply = replies.get(str(entry["address"]))
@@ -130,10 +130,11 @@ def _compact(entries: list[Entry], outcome: Outcome, attempts: int) -> list[Entr
 
 
 def _code(replies: Mapping[str, Reply], outcome: Outcome) -> int | None:
-    """The SMTP code that stands for the attempt: the lowest refusal for now, else the highest."""
+    """The SMTP code that stands for the attempt: the lowest refusal for now, else the highest;
+    the server's acceptance when none refused a mail it took."""
     codes = [r.code for r in replies.values() if r.code and r.outcome is not Outcome.SENT]
     if not codes:
-        return None
+        return ACCEPTED.code if outcome is Outcome.SENT else None
     if outcome is Outcome.DEFERRED:
         return min((c for c in codes if c < 500), default=min(codes))
     return max(codes)

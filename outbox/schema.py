@@ -41,14 +41,15 @@ PRIORITY_RANGE = (-1_000_000, 1_000_000)
 NO_RECIPIENT = "at least one recipient is required"
 NO_BODY = "a text or an html body is required"
 
-# What the JSON Schema shows of a field's value. mailbox and mailbox-list are formats of
-# our own (OpenAPI leaves format open): RFC 5322 terms for what parse_addresses reads,
-# each address with or without a display name.
+# What the JSON Schema shows of a field's value. An address is shown as the standard
+# format email, which code generators and fuzzers know how to make; the description
+# says what else parse_addresses reads (a display name, a comma-separated list), since
+# a format of our own leaves every tool without a way to make a valid one.
 OneLine = Annotated[str, Field(pattern=ONE_LINE, max_length=LINE_CHARS)]
-MailboxText = Annotated[OneLine, Field(json_schema_extra={"format": "mailbox"})]
-MailboxListText = Annotated[
-    str, Field(pattern=ONE_LINE, json_schema_extra={"format": "mailbox-list"})
-]
+MAILBOX_NOTE = "An email address, or a name and address: `Ann <ann@example.com>`."
+LIST_NOTE = "Addresses as in from; a string may hold several, comma-separated."
+MailboxText = Annotated[OneLine, Field(json_schema_extra={"format": "email"})]
+MailboxListText = Annotated[str, Field(pattern=ONE_LINE, json_schema_extra={"format": "email"})]
 HeaderMap = Annotated[dict[str, str], WithJsonSchema({
     "type": "object",
     "propertyNames": {"pattern": HEADER_NAME.pattern, "not": {"enum": sorted(RESERVED_HEADERS)}},
@@ -195,30 +196,31 @@ class NewMessage(BaseModel):
     """
 
     # Beyond the fields: a message needs a recipient and a body (_to and _text say so).
-    # A field it does not know is an error (a misspelt "subjet" would otherwise queue a
-    # mail without a subject).
+    # The body's need is said in words, not as an anyOf at the top: code generators make
+    # that a union of its branches and drop the other fields. A field it does not know
+    # is an error (a misspelt "subjet" would otherwise queue a mail without a subject).
     model_config = ConfigDict(extra="forbid", json_schema_extra={
-        "description": "A message to queue.",
+        "description": "A message to queue: to at least one recipient, with a text or an html"
+        " body, or both.",
         "required": ["to"],
-        "anyOf": [{"required": [name], "properties": {name: {"type": "string", "minLength": 1}}}
-                  for name in ("text", "html")],
     })  # fmt: skip
 
     to: Annotated[list[Mailbox], _checked(_to, AtLeastOne)] = Field(
-        default_factory=list, validate_default=True, title="To", description="At least one address."
-    )
+        default_factory=list, validate_default=True, title="To",
+        description=f"At least one. {LIST_NOTE}",
+    )  # fmt: skip
     cc: Annotated[list[Mailbox], _checked(_recipients, Listed | None)] = Field(
-        default_factory=list, title="Cc"
+        default_factory=list, title="Cc", description=LIST_NOTE
     )
     bcc: Annotated[list[Mailbox], _checked(_recipients, Listed | None)] = Field(
-        default_factory=list, title="Bcc"
+        default_factory=list, title="Bcc", description=LIST_NOTE
     )
     from_addr: Annotated[Mailbox | None, _checked(_sender, MailboxText | None)] = Field(
         None, alias="from", validate_default=True, title="From",
-        description="Default: the default sender.",
+        description=f"{MAILBOX_NOTE} Default: the default sender.",
     )  # fmt: skip
     reply_to: Annotated[Mailbox | None, _checked(_reply_to, MailboxText | None)] = Field(
-        None, title="Reply-To"
+        None, title="Reply-To", description=MAILBOX_NOTE
     )
     subject: Annotated[str, _checked(_subject, OneLine | None)] = Field("", title="Subject")
     html: Annotated[str | None, _checked(_optional_text, str | None)] = Field(
@@ -229,7 +231,7 @@ class NewMessage(BaseModel):
         description="A text or an html body is required.",
     )  # fmt: skip
     priority: Annotated[int, _checked(_priority, Priority | None)] = Field(
-        0, title="Priority", description="Higher goes first."
+        0, title="Priority", description="Higher goes first; 0 if not given."
     )
     send_after: Annotated[datetime | None, _checked(utc_moment, datetime | None)] = Field(
         None, title="Send after (UTC)", description="ISO 8601; a time without a zone is UTC."

@@ -83,5 +83,5 @@ def test_an_accepted_attempt_shows_the_servers_words_at_the_final_dot(smtp_app, 
     assert Worker().drain() == Tally(sent=1)
     shown = client.get(f"{MESSAGES}/{message_id}", headers=auth(token)).get_json()
     ((attempt),) = shown["attempt_log"]
-    assert (attempt["outcome"], attempt["error"]) == ("sent", None)
+    assert (attempt["outcome"], attempt["smtp_code"], attempt["error"]) == ("sent", 250, None)
     assert attempt["reply"] == "2.0.0 Ok: queued as 4Xk2p"

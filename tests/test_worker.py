@@ -52,7 +52,7 @@ def test_a_drain_sends_each_due_message_once_over_one_connection_a_pass(
         assert (row.status, row.attempts, row.locked_by) == (Status.SENT, 1, None)
         assert before <= row.sent_at <= utcnow()
         (attempt,) = attempts_of(message.id)
-        assert (attempt.outcome, attempt.smtp_code, attempt.error) == ("sent", None, None)
+        assert (attempt.outcome, attempt.smtp_code, attempt.error) == ("sent", 250, None)
         assert attempt.reply == "OK queued"  # the server's words at the final dot
     assert fresh(later.id).status == Status.QUEUED
     assert Worker().drain() == Tally()
@@ -111,7 +111,7 @@ def test_a_group_of_mixed_outcomes_is_written_each_as_it_came(smtp_app, smtp, ma
     assert rows[4].last_error == "452 4.2.2 full (gave up after 3 attempts)"
     outcomes = [[(a.outcome, a.smtp_code) for a in attempts_of(r.id)] for r in rows]
     assert outcomes == [
-        [("deferred", 451)], [("sent", None)], [("failed", 550)], [("sent", None)],
+        [("deferred", 451)], [("sent", 250)], [("failed", 550)], [("sent", 250)],
         [("failed", 452)],
     ]  # fmt: skip
     assert all(r.locked_by is None and r.locked_at is None for r in rows)

@@ -82,6 +82,8 @@ def read_filters(args: Any) -> tuple[Filters, int | None, int]:
                 found[name] = _moment(value)
             except ValueError as exc:
                 errors[name] = str(exc)
+            if not value.strip():  # `until=` is no time, not the lack of a filter
+                errors[name] = "must be an ISO 8601 date and time; leave it out for none"
     before = _whole(args, "before", ID_RANGE, errors)
     limit = _whole(args, "limit", range(1, MAX_PAGE_LIMIT + 1), errors)
     if errors:

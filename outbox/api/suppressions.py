@@ -1,5 +1,6 @@
 """The suppression list over the API: list and search it, add an address, take one off."""
 
+from datetime import datetime
 from typing import Any
 
 from flask import Response, jsonify, request, url_for
@@ -60,6 +61,13 @@ def list_suppressions() -> Response:
     return jsonify(suppressions=[manage.entry_json(e) for e in found.entries], next=after)
 
 
+def _expiry(at: str | None) -> datetime | None:
+    """When the entry expires: null or absent is for good, "" is no time at all."""
+    if at is not None and not at.strip():
+        raise manage.Invalid("expires_at must be an ISO 8601 date and time, or null for good")
+    return manage.expiry(at=at)
+
+
 def _new_entry(body: dict[str, Any]) -> tuple[str, str, Any]:
     """The address, reason and expiry of a request's body; Refused (422) naming each fault."""
     errors = {name: "is not a field of a suppression" for name in body if name not in FIELDS}
@@ -67,7 +75,7 @@ def _new_entry(body: dict[str, Any]) -> tuple[str, str, Any]:
     checks: dict[str, Any] = {
         "address": manage.checked_address,
         "reason": manage.checked_reason,
-        "expires_at": lambda at: manage.expiry(at=at),
+        "expires_at": _expiry,
     }
     for name, check in checks.items():
         value = body.get(name)

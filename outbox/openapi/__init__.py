@@ -8,10 +8,21 @@ from ..schema import NewMessage
 from ..wire import Message, MessageDetail, Moved
 from . import (
     mailings,  # mailings (issue 16)
+    queuing,
     suppressions,  # suppression (issue 15)
     webhooks,
 )
-from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, closed, header_schemas, model_schema, ref
+from .examples import DOCUMENT, exemplify
+from .parts import (
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    Schema,
+    closed,
+    header_schemas,
+    model_schema,
+    open_objects,
+    ref,
+)
 from .queuing import create, create_batch
 from .reading import listing, move, show
 
@@ -33,6 +44,7 @@ def _schemas() -> dict[str, Schema]:
     next_page = {"type": ["string", "null"], "description": "The URL of the next page."}
     return {
         **found,
+        **queuing.schemas(),
         "MessagePage": closed(
             {"messages": {"type": "array", "items": ref("schemas/Message")}, "next": next_page}
         ),  # fmt: skip
@@ -63,7 +75,7 @@ DOCUMENT_ITSELF = {
     "responses": {
         "200": {
             "description": "OpenAPI 3.1",
-            "content": {"application/json": {"schema": {"type": "object"}}},
+            "content": {"application/json": {"schema": {"type": "object"}, "example": DOCUMENT}},
         },
         "401": UNAUTHORIZED,
         "503": UNAVAILABLE,
@@ -71,10 +83,37 @@ DOCUMENT_ITSELF = {
 }
 
 
+def _paths() -> dict[str, Schema]:
+    """Every operation, by path and method."""
+    return {
+        "/api/messages": {"get": listing(), "post": create()},
+        "/api/messages/batch": {"post": create_batch()},
+        "/api/messages/{id}": {"get": show()},
+        "/api/messages/{id}/resend": {
+            "post": move(
+                "Queue a failed or cancelled message again; one cancelled "
+                "before its send_after waits for it"
+            )  # fmt: skip
+        },
+        "/api/messages/{id}/cancel": {"post": move("Cancel a queued or deferred message")},
+        "/api/openapi.json": {"get": DOCUMENT_ITSELF},
+        "/api/suppressions": {"get": suppressions.listing(), "post": suppressions.create()},
+        "/api/suppressions/{address}": {"delete": suppressions.remove()},
+        "/api/webhooks": webhooks.collection(),  # webhooks (issue 15)
+        "/api/webhooks/{id}": webhooks.one(),
+        "/api/webhooks/{id}/enable": webhooks.switch("Enable a webhook endpoint"),
+        "/api/webhooks/{id}/disable": webhooks.switch("Disable a webhook endpoint"),
+        "/api/webhooks/{id}/deliveries": webhooks.deliveries(),
+        **mailings.paths(),  # mailings (issue 16)
+    }
+
+
 @functools.cache
 def document() -> dict[str, Any]:
-    """The whole OpenAPI document, made once."""
-    return {
+    """The whole OpenAPI document, made once, each body with an example."""
+    paths = _paths()
+    exemplify(paths)
+    found = {
         "openapi": "3.1.0",
         "info": {
             "title": "outbox",
@@ -82,27 +121,7 @@ def document() -> dict[str, Any]:
             "description": "Queue mail over HTTP; workers send it over SMTP.",
         },
         "security": [{"bearer": []}],
-        "paths": {
-            "/api/messages": {"get": listing(), "post": create()},
-            "/api/messages/batch": {"post": create_batch()},
-            "/api/messages/{id}": {"get": show()},
-            "/api/messages/{id}/resend": {
-                "post": move(
-                    "Queue a failed or cancelled message again; one cancelled "
-                    "before its send_after waits for it"
-                )  # fmt: skip
-            },
-            "/api/messages/{id}/cancel": {"post": move("Cancel a queued or deferred message")},
-            "/api/openapi.json": {"get": DOCUMENT_ITSELF},
-            "/api/suppressions": {"get": suppressions.listing(), "post": suppressions.create()},
-            "/api/suppressions/{address}": {"delete": suppressions.remove()},
-            "/api/webhooks": webhooks.collection(),  # webhooks (issue 15)
-            "/api/webhooks/{id}": webhooks.one(),
-            "/api/webhooks/{id}/enable": webhooks.switch("Enable a webhook endpoint"),
-            "/api/webhooks/{id}/disable": webhooks.switch("Disable a webhook endpoint"),
-            "/api/webhooks/{id}/deliveries": webhooks.deliveries(),
-            **mailings.paths(),  # mailings (issue 16)
-        },
+        "paths": paths,
         "components": {
             "securitySchemes": {
                 "bearer": {
@@ -115,3 +134,5 @@ def document() -> dict[str, Any]:
             "headers": header_schemas(),
         },
     }
+    open_objects(found)
+    return found

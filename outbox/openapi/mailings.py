@@ -5,14 +5,23 @@ from typing import Any
 from ..mailings.head import FIELDS, URL_CHARS
 from ..mailings.recipients import FIELDS_BYTES, MAX_RECIPIENTS
 from ..schema import NewMessage
-from .parts import UNAUTHORIZED, UNAVAILABLE, UNSUPPORTED, Schema, answer, closed, ref
+from .parts import (
+    UNAUTHORIZED,
+    UNAVAILABLE,
+    UNSUPPORTED,
+    Schema,
+    answer,
+    closed,
+    model_schema,
+    ref,
+)
 
 ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
 TEMPLATE = " A Jinja2 template (sandboxed) of the recipient's fields, email and name."
 
 
 def schemas() -> dict[str, Schema]:
-    message = NewMessage.model_json_schema(ref_template="#/components/schemas/{model}")
+    message, _ = model_schema(NewMessage)
     shown = message["properties"]
     fields: dict[str, Any] = {name: dict(shown[name]) for name in FIELDS if name in shown}
     for name in ("subject", "text", "html"):
@@ -88,8 +97,8 @@ def append() -> Schema:
         "responses": {
             "201": answer("How many were added, and the mailing's total.", "RecipientsAdded"),
             "401": UNAUTHORIZED, "404": answer("No such mailing.", "Error"),
-            "409": answer("The mailing is cancelled.", "Error"), "422": REFUSED,
-            "503": UNAVAILABLE,
+            "409": answer("The mailing is cancelled.", "Error"), "415": UNSUPPORTED,
+            "422": REFUSED, "503": UNAVAILABLE,
         },
     }  # fmt: skip
 

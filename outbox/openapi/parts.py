@@ -16,9 +16,17 @@ def ref(name: str) -> Schema:
 def model_schema(
     model: type[BaseModel], mode: JsonSchemaMode = "validation"
 ) -> tuple[Schema, Schema]:
-    """A model's JSON Schema, and the schemas it refers to (in components)."""
+    """A model's JSON Schema, and the schemas it refers to (in components).
+
+    A body a client sends shows no defaults (the descriptions say them): openapi-typescript
+    makes a field with a default one the client must send.
+    """
     schema = model.model_json_schema(ref_template=COMPONENTS, mode=mode)
-    return schema, schema.pop("$defs", {})
+    refs = schema.pop("$defs", {})
+    for shown in (schema, *refs.values()) if mode == "validation" else ():
+        for shape in shown.get("properties", {}).values():
+            shape.pop("default", None)
+    return schema, refs
 
 
 def answer(description: str, schema: str, **headers: str) -> Schema:
@@ -80,3 +88,21 @@ def header_schemas() -> dict[str, Schema]:
         "Retry-After": header("Seconds to wait.", pattern="^[0-9]+$"),
         "Accept": header("The content types taken, comma-separated."),
     }
+
+
+def open_objects(node: Any) -> None:
+    """Say of each object schema with no properties named that it takes any (in place).
+
+    openapi-typescript types a bare {"type": "object"} as an object that holds nothing.
+    """
+    if isinstance(node, list):
+        for item in node:
+            open_objects(item)
+    if not isinstance(node, dict):
+        return
+    named = {"properties", "additionalProperties", "patternProperties", "$ref"}
+    if node.get("type") == "object" and not named & set(node):
+        node["additionalProperties"] = True
+    for key, value in node.items():
+        if key != "example":  # a value, not a schema
+            open_objects(value)

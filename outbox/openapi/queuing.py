@@ -2,6 +2,7 @@
 
 from ..schema import FORM_KINDS, NewMessage
 from ..wire import BATCH_KEY, BATCH_LIMIT, IDEMPOTENCY_KEY
+from .examples import EXAMPLES
 from .parts import (
     UNAUTHORIZED,
     UNAVAILABLE,
@@ -12,7 +13,8 @@ from .parts import (
     ref,
 )
 
-FILE = {"type": "string", "contentMediaType": "application/octet-stream"}  # in multipart
+# A file part of multipart: format binary is what code generators read as a file.
+FILE = {"type": "string", "format": "binary", "contentMediaType": "application/octet-stream"}
 
 
 def _form_field(kind: str, shape: Schema) -> Schema:
@@ -35,19 +37,35 @@ def _form(json_body: Schema, files: bool) -> Schema:
         if kind != "files":
             properties[name] = _form_field(kind, json_body["properties"][name])
         elif files:
-            properties[name] = {"type": "array", "items": FILE}
-    required = {k: json_body[k] for k in ("type", "required", "anyOf", "additionalProperties")}
-    return {**required, "properties": properties}
+            properties[name] = {"type": "array", "items": FILE,
+                                "description": "Files; one with a Content-ID header of its own "
+                                "is an inline part of the HTML."}  # fmt: skip
+    kept = {k: json_body[k] for k in ("type", "required", "additionalProperties", "description")}
+    return {**kept, "properties": properties}
+
+
+def schemas() -> dict[str, Schema]:
+    """The bodies of a message sent as a form, urlencoded or multipart (with files), and
+    of a batch."""
+    json_body, _ = model_schema(NewMessage)
+    messages = {
+        "type": "array", "minItems": 1, "maxItems": BATCH_LIMIT, "items": ref("schemas/NewMessage"),
+        "description": "Checked as POST /api/messages checks one message; attachments are "
+        "stored as there.",
+    }  # fmt: skip
+    batch = {"type": "object", "required": ["messages"], "additionalProperties": False,
+             "properties": {"messages": messages}}  # fmt: skip
+    return {"NewMessageForm": _form(json_body, files=False),
+            "NewMessageUpload": _form(json_body, files=True), "NewBatch": batch}  # fmt: skip
 
 
 def _request_body() -> Schema:
-    json_body, _ = model_schema(NewMessage)
     return {
         "required": True,
         "content": {
             "application/json": {"schema": ref("schemas/NewMessage")},
-            "application/x-www-form-urlencoded": {"schema": _form(json_body, files=False)},
-            "multipart/form-data": {"schema": _form(json_body, files=True)},
+            "application/x-www-form-urlencoded": {"schema": ref("schemas/NewMessageForm")},
+            "multipart/form-data": {"schema": ref("schemas/NewMessageUpload")},
         },
     }
 
@@ -92,21 +110,6 @@ def create_batch() -> Schema:
         "description": "Per token, apart from the keys of single messages: a repeat of the "
         "batch answers the first one and queues nothing.",
     }
-    batch = {
-        "type": "object",
-        "required": ["messages"],
-        "additionalProperties": False,
-        "properties": {
-            "messages": {
-                "type": "array",
-                "minItems": 1,
-                "maxItems": BATCH_LIMIT,
-                "items": ref("schemas/NewMessage"),
-                "description": "Checked as POST /api/messages checks one message; "
-                "attachments are stored as there.",
-            }
-        },
-    }
     created = answer(
         "All queued; ids in request order.",
         "Batch",
@@ -114,13 +117,15 @@ def create_batch() -> Schema:
     )
     too_large = answer(f"Over {BATCH_LIMIT} messages, or a message or the request over "
                        "MAX_MESSAGE_BYTES.", "BatchRefused")  # fmt: skip
-    too_large["content"]["application/json"]["schema"] = {
-        "anyOf": [ref("schemas/BatchRefused"), ref("schemas/TooLarge")]
+    too_large["content"]["application/json"] = {
+        "schema": {"anyOf": [ref("schemas/BatchRefused"), ref("schemas/TooLarge")]},
+        "example": EXAMPLES["TooLarge"],
     }
     return {
         "summary": f"Queue 1 to {BATCH_LIMIT} messages: all of them, or none",
         "parameters": [key],
-        "requestBody": {"required": True, "content": {"application/json": {"schema": batch}}},
+        "requestBody": {"required": True,
+                        "content": {"application/json": {"schema": ref("schemas/NewBatch")}}},
         "responses": {
             "201": created,
             "400": answer("Not a JSON object with a messages list; a bad Idempotency-Key.",

@@ -15,7 +15,7 @@ def listing() -> Schema:
         _query("status", "Only messages in this status.", type="string",
                enum=[status.value for status in Status]),
         _query("recipient", "Only messages to this address (To, Cc or Bcc): the address as "
-               "stored, the domain in any case.", type="string", format="mailbox"),
+               "stored, the domain in any case.", type="string", format="email"),
         _query("source", "Only messages queued by this source (api:TOKEN-NAME, web:EMAIL).",
                type="string", maxLength=255),
         _query("since", "Only messages created at or after this time (ISO 8601, UTC if no "

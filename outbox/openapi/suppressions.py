@@ -36,7 +36,7 @@ def schemas() -> dict[str, Schema]:
     new = {
         "type": "object",
         "properties": {
-            "address": {**text, "format": "mailbox"},
+            "address": {**text, "format": "email"},
             "reason": {**text, "minLength": 1, "maxLength": 1000},
             "expires_at": {
                 **maybe_text,
@@ -127,7 +127,7 @@ def remove() -> Schema:
                 "name": "address",
                 "in": "path",
                 "required": True,
-                "schema": {"type": "string", "format": "mailbox"},
+                "schema": {"type": "string", "format": "email"},
             }
         ],
         "responses": {
