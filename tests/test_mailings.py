@@ -93,6 +93,22 @@ def test_a_recipient_missing_a_field_the_templates_use_is_named(client, token):
                        "error": "is used by the templates but not given"}]  # fmt: skip
 
 
+def test_a_field_named_as_a_recipients_own_variable_is_refused_naming_it(client, token):
+    """email, name and unsubscribe_token are the recipient's own: a field would be hidden."""
+    recipients = [{"email": "a@example.com", "fields": {"name": "Ann", "first": "A", "plan": "p"}},
+                  {"email": "b@example.com", "fields": {"email": "x@example.com",
+                                                        "unsubscribe_token": "t",
+                                                        "first": "B", "plan": "p"}}]  # fmt: skip
+    errors = errors_of(post(client, token, body(recipients, text="Hello {{ name }}")))
+    assert [(e["index"], e["field"]) for e in errors] == [
+        (0, "fields.name"), (1, "fields.email"), (1, "fields.unsubscribe_token"),
+    ]  # fmt: skip
+    assert "the recipient's own name" in errors[0]["error"]
+    assert counts() == (0, 0)
+    named = [{"email": "a@example.com", "name": "Ann", "fields": {"first": "A", "plan": "p"}}]
+    assert post(client, token, body(named, text="Hello {{ name }}")).status_code == 201
+
+
 def test_malformed_addresses_unknown_keys_and_header_injection_are_named(client, token):
     recipients = [
         {"email": "ok@example.com", "fields": {"first": "A", "plan": "p"}},

@@ -20,7 +20,7 @@ from ..queue.moves import MESSAGES
 from ..queue.store import message_row, msgid_domain
 from ..suppression import screen
 from .head import Head
-from .templates import TemplateProblem
+from .templates import BUILTIN_VARIABLES, TemplateProblem
 
 MAX_RECIPIENTS = 100_000  # in one request
 CHUNK_ROWS = 2_000  # rows per INSERT: a recipient row is a few hundred bytes
@@ -59,6 +59,9 @@ def _checked(item: Any, allowed: frozenset[str]) -> tuple[dict[str, Any], list[t
         errors.append(("fields", f"must be a JSON object; {UNSTORABLE_ERROR}"))
     elif len(json.dumps(fields)) > FIELDS_BYTES:
         errors.append(("fields", f"must be at most {FIELDS_BYTES} bytes as JSON"))
+    else:
+        errors += [(f"fields.{n}", f"is {BUILTIN_VARIABLES[n]} in the templates, not a field")
+                   for n in sorted(BUILTIN_VARIABLES.keys() & fields.keys())]  # fmt: skip
     return {"entry": entry, "fields": fields}, errors
 
 

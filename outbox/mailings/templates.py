@@ -16,8 +16,13 @@ from jinja2.sandbox import SandboxedEnvironment
 
 # The templates of a mailing by the field that carries them on the wire.
 TEMPLATE_FIELDS = ("subject", "text", "html", "unsubscribe_url")
-# Variables every recipient has beside its own fields.
-BUILTIN_VARIABLES = frozenset({"email", "name", "unsubscribe_token"})
+# Variables every recipient has beside its own fields, and what each is; a field may not
+# take one's name (it would be hidden at send time).
+BUILTIN_VARIABLES = {
+    "email": "the recipient's own address",
+    "name": 'the recipient\'s own name (give it as the recipient\'s "name")',
+    "unsubscribe_token": "the recipient's unsubscribe token, made at send time",
+}
 # Compiled mailings each process keeps (a mailing's templates are a few KB to a few MB).
 CACHE_SIZE = 32
 
@@ -50,7 +55,8 @@ def variables(sources: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
     for field, source in sources.items():
         if source:
             used = meta.find_undeclared_variables(_parsed(field, source))
-            found[field] = frozenset(used - set(_environment(field).globals) - BUILTIN_VARIABLES)
+            used -= {*_environment(field).globals, *BUILTIN_VARIABLES}
+            found[field] = frozenset(used)
     return found
 
 
