@@ -20,7 +20,7 @@ TEMPLATE_FIELDS = ("subject", "text", "html", "unsubscribe_url")
 # take one's name (it would be hidden at send time).
 BUILTIN_VARIABLES = {
     "email": "the recipient's own address",
-    "name": 'the recipient\'s own name (give it as the recipient\'s "name")',
+    "name": "the recipient's own name (give it as the recipient's \"name\")",
     "unsubscribe_token": "the recipient's unsubscribe token, made at send time",
 }
 # Compiled mailings each process keeps (a mailing's templates are a few KB to a few MB).
