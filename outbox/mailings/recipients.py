@@ -19,8 +19,9 @@ from ..extensions import db
 from ..queue.moves import MESSAGES
 from ..queue.store import message_row, msgid_domain
 from ..suppression import screen
+from . import unsubscribe
 from .head import Head
-from .templates import BUILTIN_VARIABLES, TemplateProblem
+from .templates import BUILTIN_VARIABLES, TemplateProblem, oversize
 
 MAX_RECIPIENTS = 100_000  # in one request
 CHUNK_ROWS = 2_000  # rows per INSERT: a recipient row is a few hundred bytes
@@ -128,14 +129,19 @@ class Writer:
         return faults
 
     def _render_faults(self, checked: dict[str, Any]) -> list[tuple[str, str]]:
+        """The templates rendered with the values a worker will use: a stand-in token in
+        the recipient's own shape, so that a branch on it is taken here as it is there."""
         entry = checked["entry"]
         values = {**checked["fields"], "email": entry["address"], "name": entry["name"]}
-        values["unsubscribe_token"] = ""
+        values["unsubscribe_token"] = unsubscribe.token(0, entry["address"])
+        limit = current_app.config["MAX_MESSAGE_BYTES"]
         try:
-            self.head.compiled.render(values)
+            texts = self.head.compiled.render(values, limit)
         except TemplateProblem as exc:
             return [(exc.field, exc.error)]
-        return []
+        attached = sum(len(upload.data) for upload in self.head.draft.attachments)
+        problem = oversize(texts, attached, limit)
+        return [("recipient", problem)] if problem else []
 
     def _row(self, checked: dict[str, Any]) -> dict[str, Any]:
         """A recipient's message row: the store's, with the body left to the mailing."""
