@@ -16,7 +16,7 @@ def auth(token: str) -> dict[str, str]:
 
 
 def body(recipients: list[dict[str, Any]] | None = None, **fields: Any) -> dict[str, Any]:
-    """A mailing request, recipients last (as the stream wants them)."""
+    """A mailing request, recipients last (as a client streaming them sends them)."""
     found: dict[str, Any] = {
         "from": "News <news@example.com>",
         "subject": "Hello {{ first }}",

@@ -1,4 +1,4 @@
-"""Taking a mailing in: its fields, then its recipients as they stream, stored all or none.
+"""Taking a mailing in: its fields and its recipients as they stream, stored all or none.
 
 The mailing row goes in first, in the request's transaction, then its recipients a chunk
 at a time (recipients.Writer); the transaction commits only once the last recipient is
@@ -6,6 +6,7 @@ checked and stored. Any fault rolls it all back: a mailing the API acknowledged 
 database whole, and an error leaves nothing of it.
 """
 
+import itertools
 from collections.abc import Iterator
 from datetime import datetime
 from typing import IO, Any, cast
@@ -19,10 +20,11 @@ from ..models.types import CHUNK_BYTES
 from . import head as heads
 from .head import Head, Invalid
 from .recipients import MAX_RECIPIENTS, Writer, inserted
-from .stream import Malformed, read
+from .stream import Malformed, Spool, read
 
 MAILINGS = cast(Table, Mailing.__table__)
 OPEN, PAUSED, CANCELLED = "open", "paused", "cancelled"
+APPEND_ONLY = "is not a field of an append (only recipients)"
 __all__ = ["Malformed", "Refusal", "append", "create"]
 
 
@@ -93,6 +95,11 @@ def create(body: IO[bytes], *, source: str, max_attempts: int, default_sender: s
 
     With an Idempotency-Key this source used before, the earlier mailing comes back and
     the body is not read. Refusal naming every fault, with nothing stored.
+
+    The keys may come in any order. With fields before the recipients that make a
+    mailing, the recipients are stored as they stream; each is also kept in a Spool, so
+    that a field after them (which changes the mailing they were checked against) has
+    them taken again, from the spool, under the whole mailing.
     """
     if key is not None and (earlier := find_by_key(source, key)) is not None:
         return earlier, False
@@ -100,9 +107,47 @@ def create(body: IO[bytes], *, source: str, max_attempts: int, default_sender: s
     events = read(body)
     fields, first = _fields_then_recipients(events)
     try:
-        head = heads.check(fields, default_sender)
-    except Invalid as exc:
-        raise Refusal(422, "the mailing was not created", exc.errors) from None
+        opened = _open(heads.check(fields, default_sender), source, key, now, max_attempts)
+    except Invalid:  # perhaps a field to come makes it whole
+        opened = None
+    if isinstance(opened, Mailing):
+        return opened, False
+    with Spool() as spool:
+        writer = _stream(opened, fields, itertools.chain([("recipient", first)], events), spool)
+        if writer is None:
+            reopened = _reopened(fields, default_sender, source, key, now, max_attempts, spool)
+            if isinstance(reopened, Mailing):
+                return reopened, False
+            writer = reopened
+    _finish(writer)
+    db.session.commit()
+    mailing = db.session.get(Mailing, writer.mailing_id)
+    assert mailing is not None
+    return mailing, True
+
+
+def _stream(writer: Writer | None, fields: dict[str, Any], events: Iterator[tuple[str, Any]],
+            spool: Spool) -> Writer | None:  # fmt: skip
+    """Read the rest of the body: each recipient spooled, and added to writer while no field
+    has come after the recipients; each field into fields. The writer, or None if a field
+    came after it began (its work rolled back)."""
+    for kind, value in events:
+        if kind == "recipient":
+            spool.add(value)
+            if writer is not None and _taking(writer):
+                writer.add(value)
+        elif kind == "field":
+            fields[value[0]] = value[1]
+            if writer is not None:  # its recipients were checked against a part of the fields
+                db.session.rollback()
+                writer = None
+    return writer
+
+
+def _open(head: Head, source: str, key: str | None, now: datetime,
+          max_attempts: int) -> Writer | Mailing:  # fmt: skip
+    """The mailing row and its attachments inserted, and a Writer for its recipients; or the
+    mailing a request with the same Idempotency-Key stored meanwhile."""
     try:
         mailing_id = inserted(insert(MAILINGS), _mailing_row(head, source, key, now))
     except IntegrityError:
@@ -110,31 +155,41 @@ def create(body: IO[bytes], *, source: str, max_attempts: int, default_sender: s
         earlier = find_by_key(source, key) if key is not None else None
         if earlier is None:
             raise
-        return earlier, False
+        return earlier
     _store_attachments(mailing_id, head)
-    writer = Writer(mailing_id, head, max_attempts, now)
-    writer.add(first)
-    _take(writer, events)
-    db.session.commit()
-    mailing = db.session.get(Mailing, mailing_id)
-    assert mailing is not None
-    return mailing, True
+    return Writer(mailing_id, head, max_attempts, now)
 
 
-def _take(writer: Writer, events: Iterator[tuple[str, Any]]) -> None:
-    """Store the rest of the recipients, count them on the mailing; Refusal (rolled back)
-    naming every fault, a field after the recipients among them."""
-    late: list[dict[str, Any]] = []
-    for kind, value in events:
-        if kind == "recipient" and not (writer.full or writer.count > MAX_RECIPIENTS):
-            writer.add(value)
-        elif kind == "field":
-            error = "must come before recipients: the body is read as a stream, in order"
-            late.append({"field": value[0], "error": error})
+def _reopened(fields: dict[str, Any], default_sender: str | None, source: str, key: str | None,
+              now: datetime, max_attempts: int, spool: Spool) -> Writer | Mailing:  # fmt: skip
+    """The mailing opened with every field, now all are read, and the spool's recipients
+    added; Refusal naming the fields' faults."""
+    try:
+        head = heads.check(fields, default_sender)
+    except Invalid as exc:
+        raise Refusal(422, "the mailing was not created", exc.errors) from None
+    opened = _open(head, source, key, now, max_attempts)
+    if isinstance(opened, Writer):
+        for item in spool:
+            if not _taking(opened):
+                break
+            opened.add(item)
+    return opened
+
+
+def _taking(writer: Writer) -> bool:
+    """Whether checking goes on: not too many errors to name, nor recipients past the most."""
+    return not (writer.full or writer.count > MAX_RECIPIENTS)
+
+
+def _finish(writer: Writer) -> None:
+    """Store the last chunk and count the recipients on the mailing; Refusal (rolled back)
+    naming every fault."""
     writer.flush()
-    errors = late + writer.errors
-    errors += [{"index": f["index"], "field": "email", "error": f"{f['address']} is {f['reason']}"}
-               for f in writer.rejected]  # fmt: skip
+    errors = writer.errors + [
+        {"index": f["index"], "field": "email", "error": f"{f['address']} is {f['reason']}"}
+        for f in writer.rejected
+    ]
     if errors:
         db.session.rollback()
         raise Refusal(422, "no recipient was stored", errors)
@@ -158,13 +213,20 @@ def append(mailing_id: int, body: IO[bytes], *, max_attempts: int) -> tuple[Mail
     fields, first = _fields_then_recipients(events)
     if fields:
         db.session.rollback()
-        errors = [{"field": name, "error": "is not a field of an append (only recipients)"}
-                  for name in fields]  # fmt: skip
+        errors = [{"field": name, "error": APPEND_ONLY} for name in fields]
         raise Refusal(422, "no recipient was stored", errors)
     head = heads.of_mailing(mailing)
     writer = Writer(mailing.id, head, max_attempts, utcnow(), paused=mailing.state == PAUSED)
-    writer.add(first)
-    _take(writer, events)
+    late = []
+    for kind, value in itertools.chain([("recipient", first)], events):
+        if kind == "recipient" and _taking(writer):
+            writer.add(value)
+        elif kind == "field":
+            late.append({"field": value[0], "error": APPEND_ONLY})
+    if late:
+        db.session.rollback()
+        raise Refusal(422, "no recipient was stored", late)
+    _finish(writer)
     db.session.commit()
     db.session.refresh(mailing)
     return mailing, writer.count

@@ -19,8 +19,9 @@ from ..extensions import db
 from ..queue.moves import MESSAGES
 from ..queue.store import message_row, msgid_domain
 from ..suppression import screen
+from . import unsubscribe
 from .head import Head
-from .templates import TemplateProblem
+from .templates import BUILTIN_VARIABLES, TemplateProblem, oversize
 
 MAX_RECIPIENTS = 100_000  # in one request
 CHUNK_ROWS = 2_000  # rows per INSERT: a recipient row is a few hundred bytes
@@ -59,6 +60,9 @@ def _checked(item: Any, allowed: frozenset[str]) -> tuple[dict[str, Any], list[t
         errors.append(("fields", f"must be a JSON object; {UNSTORABLE_ERROR}"))
     elif len(json.dumps(fields)) > FIELDS_BYTES:
         errors.append(("fields", f"must be at most {FIELDS_BYTES} bytes as JSON"))
+    else:
+        errors += [(f"fields.{n}", f"is {BUILTIN_VARIABLES[n]} in the templates, not a field")
+                   for n in sorted(BUILTIN_VARIABLES.keys() & fields.keys())]  # fmt: skip
     return {"entry": entry, "fields": fields}, errors
 
 
@@ -125,14 +129,19 @@ class Writer:
         return faults
 
     def _render_faults(self, checked: dict[str, Any]) -> list[tuple[str, str]]:
+        """The templates rendered with the values a worker will use: a stand-in token in
+        the recipient's own shape, so that a branch on it is taken here as it is there."""
         entry = checked["entry"]
         values = {**checked["fields"], "email": entry["address"], "name": entry["name"]}
-        values["unsubscribe_token"] = ""
+        values["unsubscribe_token"] = unsubscribe.token(0, entry["address"])
+        limit = current_app.config["MAX_MESSAGE_BYTES"]
         try:
-            self.head.compiled.render(values)
+            texts = self.head.compiled.render(values, limit)
         except TemplateProblem as exc:
             return [(exc.field, exc.error)]
-        return []
+        attached = sum(len(upload.data) for upload in self.head.draft.attachments)
+        problem = oversize(texts, attached, limit)
+        return [("recipient", problem)] if problem else []
 
     def _row(self, checked: dict[str, Any]) -> dict[str, Any]:
         """A recipient's message row: the store's, with the body left to the mailing."""

@@ -22,7 +22,7 @@ from ..models import Mailing, MailingAttachment, MailingAttachmentChunk, Message
 from ..queue.attachments import Damaged
 from . import unsubscribe
 from .head import sources_of
-from .templates import Cache, Compiled, TemplateProblem, compile_templates
+from .templates import Cache, Compiled, TemplateProblem, compile_templates, oversize
 
 ATTACHMENT_CACHE_BYTES = 32 * 1024 * 1024
 ONE_CLICK = "List-Unsubscribe=One-Click"  # RFC 8058's List-Unsubscribe-Post value
@@ -100,7 +100,7 @@ def rendered(row: Any) -> tuple[dict[str, str | None], dict[str, str]]:
     values = {**(row.fields or {}), "email": entry["address"], "name": entry.get("name", "")}
     values["unsubscribe_token"] = token
     try:
-        texts = shared.compiled.render(values)
+        texts = shared.compiled.render(values, current_app.config["MAX_MESSAGE_BYTES"])
     except TemplateProblem as exc:
         raise mime.BuildError(f"the mailing's template failed: {exc}") from None
     headers = dict(shared.headers)
@@ -114,6 +114,9 @@ def prepare(row: Any) -> mime.Mail:
     """The mail of a mailing's recipient row, as mime.prepare makes a message's."""
     texts, headers = rendered(row)
     found = attachments(row.mailing_id, row.attachment_count) if row.attachment_count else []
+    attached = sum(len(upload.data) for upload in found)
+    if problem := oversize(texts, attached, current_app.config["MAX_MESSAGE_BYTES"]):
+        raise mime.BuildError(problem)
     view = SimpleNamespace(
         subject=texts["subject"] or "", text_body=texts["text"], html_body=texts["html"],
         headers=headers, recipients=row.recipients, message_id=row.message_id,

@@ -2,15 +2,19 @@
 
 ijson parses the body as it arrives, so a request of 100,000 recipients is never held
 whole in memory: each recipient is handed on as soon as it is read, and the caller
-stores them a chunk at a time.
+stores them a chunk at a time. Recipients read before fields that come after them are
+kept in a Spool (a temporary file past SPOOL_MEMORY) until the fields are known.
 """
 
+import json
+import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
 
 import ijson
 
 RECIPIENTS = "recipients"
+SPOOL_MEMORY = 256 * 1024  # bytes of recipients a Spool keeps in memory before a file
 
 
 class Malformed(Exception):
@@ -74,3 +78,25 @@ def read(body: IO[bytes]) -> Iterator[tuple[str, Any]]:
         raise Malformed(f"the body is not valid JSON: {said}") from None
     except StopIteration:
         raise Malformed("the body ends before its JSON does") from None
+
+
+class Spool:
+    """Recipients kept in the order read, as JSON lines: in memory, then in a temporary file."""
+
+    def __init__(self) -> None:
+        self.file = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
+
+    def __enter__(self) -> "Spool":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.file.close()
+
+    def add(self, item: Any) -> None:
+        """Keep one recipient as read."""
+        self.file.write(json.dumps(item, separators=(",", ":")).encode() + b"\n")
+
+    def __iter__(self) -> Iterator[Any]:
+        self.file.seek(0)
+        for line in self.file:
+            yield json.loads(line)

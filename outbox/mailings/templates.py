@@ -2,7 +2,8 @@
 
 Templates run in Jinja2's sandbox with StrictUndefined: an unsafe attribute
 (`''.__class__`) or a field the recipient lacks is an error, never an empty string.
-HTML is autoescaped, the subject and the text body are not.
+HTML is autoescaped, the subject and the text body are not. Each recipient's mail is
+rendered within a budget of steps, time and size (sandbox.Budget).
 """
 
 import threading
@@ -12,17 +13,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, meta, nodes
-from jinja2.sandbox import SandboxedEnvironment
+
+from .sandbox import BoundedSandbox, Budget, running
 
 # The templates of a mailing by the field that carries them on the wire.
 TEMPLATE_FIELDS = ("subject", "text", "html", "unsubscribe_url")
-# Variables every recipient has beside its own fields.
-BUILTIN_VARIABLES = frozenset({"email", "name", "unsubscribe_token"})
+# Variables every recipient has beside its own fields, and what each is; a field may not
+# take one's name (it would be hidden at send time).
+BUILTIN_VARIABLES = {
+    "email": "the recipient's own address",
+    "name": "the recipient's own name (give it as the recipient's \"name\")",
+    "unsubscribe_token": "the recipient's unsubscribe token, made at send time",
+}
 # Compiled mailings each process keeps (a mailing's templates are a few KB to a few MB).
 CACHE_SIZE = 32
 
-_plain = SandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-_html = SandboxedEnvironment(undefined=StrictUndefined, autoescape=True)
+_plain = BoundedSandbox(undefined=StrictUndefined, autoescape=False)
+_html = BoundedSandbox(undefined=StrictUndefined, autoescape=True)
 
 
 class TemplateProblem(Exception):
@@ -33,7 +40,7 @@ class TemplateProblem(Exception):
         self.field, self.error = field, error
 
 
-def _environment(field: str) -> SandboxedEnvironment:
+def _environment(field: str) -> BoundedSandbox:
     return _html if field == "html" else _plain
 
 
@@ -50,7 +57,8 @@ def variables(sources: Mapping[str, str | None]) -> dict[str, frozenset[str]]:
     for field, source in sources.items():
         if source:
             used = meta.find_undeclared_variables(_parsed(field, source))
-            found[field] = frozenset(used - set(_environment(field).globals) - BUILTIN_VARIABLES)
+            used -= {*_environment(field).globals, *BUILTIN_VARIABLES}
+            found[field] = frozenset(used)
     return found
 
 
@@ -60,15 +68,31 @@ class Compiled:
 
     templates: dict[str, Any]
 
-    def render(self, values: Mapping[str, Any]) -> dict[str, str | None]:
-        """Each template rendered with values; TemplateProblem naming the field if one fails."""
+    def render(self, values: Mapping[str, Any], longest: int) -> dict[str, str | None]:
+        """Each template rendered with values, all of them within one Budget whose output
+        is at most longest characters; TemplateProblem naming the field if one fails."""
         rendered: dict[str, str | None] = dict.fromkeys(TEMPLATE_FIELDS)
-        for field, template in self.templates.items():
-            try:
-                rendered[field] = template.render(values)
-            except (TemplateError, ArithmeticError, TypeError, ValueError) as exc:
-                raise TemplateProblem(field, f"{type(exc).__name__}: {exc}") from None
+        budget = Budget(longest)
+        done = running(budget)
+        try:
+            for field, template in self.templates.items():
+                try:
+                    rendered[field] = "".join(map(budget.write, template.generate(values)))
+                except (TemplateError, ArithmeticError, TypeError, ValueError,
+                        RecursionError, MemoryError) as exc:  # fmt: skip
+                    raise TemplateProblem(field, f"{type(exc).__name__}: {exc}") from None
+        finally:
+            done()
         return rendered
+
+
+def oversize(texts: Mapping[str, str | None], attached: int, limit: int) -> str | None:
+    """Why a rendered mail is past the size limit, or None: its bodies and attachments, as
+    Draft.size counts a message's."""
+    size = attached + sum(len((texts.get(f) or "").encode()) for f in ("text", "html"))
+    if size <= limit:
+        return None
+    return f"the mail rendered is {size:,} bytes, past OUTBOX_MAX_MESSAGE_BYTES ({limit:,})"
 
 
 def compile_templates(sources: Mapping[str, str | None]) -> Compiled:

@@ -38,7 +38,8 @@ def schemas() -> dict[str, Schema]:
     }, "email")  # fmt: skip
     recipients = {"type": "array", "items": ref("schemas/MailingRecipient"), "minItems": 1,
                   "maxItems": MAX_RECIPIENTS,
-                  "description": "Last in the object: the body is read as a stream."}  # fmt: skip
+                  "description": "Anywhere in the object; sent last, they are stored as "
+                                 "they stream, else kept until the fields are read."}  # fmt: skip
     new = {"type": "object", "properties": {**fields, "recipients": recipients},
            "required": ["recipients"], "additionalProperties": False,
            "description": "One body for many recipients, stored all or none."}  # fmt: skip
