@@ -18,6 +18,7 @@ from typing import Any, cast
 from flask import current_app
 from sqlalchemy import Table, insert, select
 
+from .deliveries import State
 from .extensions import db
 from .models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from .status import Status
@@ -26,9 +27,10 @@ from .wire import iso
 SENT = "message.sent"
 DEFERRED = "message.deferred"
 FAILED = "message.failed"
+REFUSED = "recipient.failed"  # refused for good, in a message sent to others or waiting
 BOUNCED = "recipient.bounced"
 SUPPRESSED = "recipient.suppressed"
-KINDS = (SENT, DEFERRED, FAILED, BOUNCED, SUPPRESSED)
+KINDS = (SENT, DEFERRED, FAILED, REFUSED, BOUNCED, SUPPRESSED)
 TEST = "webhook.test"  # an endpoint's "send a test event", to that endpoint alone
 # The event each recorded status tells of (queue.outcomes).
 BY_STATUS = {Status.SENT: SENT, Status.DEFERRED: DEFERRED, Status.FAILED: FAILED}
@@ -119,27 +121,38 @@ def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str |
     kinds = {kind for _, taken in endpoints for kind in taken}
     if not kinds:
         return 0
-    taken = {status for status, kind in BY_STATUS.items() if kind in kinds}
-    found = [(done, error) for done, error in outcomes if statuses.get(done.claim.id) in taken]
+    found = [event for done, error in outcomes if done.claim.id in statuses
+             for event in _told(done, error, statuses[done.claim.id], kinds)]  # fmt: skip
     if not found:
         return 0
-    ids = [done.claim.id for done, _ in found]
     c = Message.__table__.c
+    ids = {event.message_pk for event in found}
     rows = {row.id: row for row in db.session.execute(
         select(c.id, c.message_id, c.meta).where(c.id.in_(ids)))}  # fmt: skip
-    events = [
-        Event(
-            BY_STATUS[statuses[done.claim.id]],
-            done.claim.id,
-            rows[done.claim.id].message_id,
-            code=_code(statuses[done.claim.id], done.code),
-            text=error or done.reply,
-            at=done.finished_at,
-            metadata=rows[done.claim.id].meta or {},
-        )  # fmt: skip
-        for done, error in found
-    ]
+    events = [replace(event, message_id=rows[event.message_pk].message_id,
+                      metadata=rows[event.message_pk].meta or {}) for event in found]  # fmt: skip
     return _insert(endpoints, events, utcnow())
+
+
+def _told(done: Any, error: str | None, status: Status, kinds: set[str]) -> list[Event]:
+    """The events of one recorded outcome that some endpoint takes, their Message-ID and
+    metadata still to read: the message's, and one for each recipient this attempt
+    refused for good while others were sent or wait (a failed message's own event tells
+    of all of its recipients)."""
+    pk, told = done.claim.id, []
+    if BY_STATUS[status] in kinds:
+        told.append(Event(BY_STATUS[status], pk, None, code=_code(status, done.code),
+                          text=error or done.reply, at=done.finished_at))  # fmt: skip
+    if REFUSED in kinds and status is not Status.FAILED:
+        attempt, seen = done.claim.attempts + 1, set()
+        for entry in done.recipients or ():
+            address = str(entry["address"])
+            if entry.get("state") == State.FAILED.value and entry.get("attempts") == attempt:
+                if address not in seen:
+                    seen.add(address)
+                    told.append(Event(REFUSED, pk, None, address, entry.get("code"),
+                                      entry.get("reply"), done.finished_at))  # fmt: skip
+    return told
 
 
 def _code(status: Status, code: int | None) -> int | None:

@@ -100,13 +100,20 @@ def test_a_partly_delivered_message_is_told_sent_with_the_success_code(
 ):
     endpoint_for(receiver)
     smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
-    partly = make_message(to=["ann@example.com", "gone@example.com"])
+    smtp.recorder.rcpt_replies["shut@example.com"] = "554 5.7.1 relay access denied"
+    partly = make_message(to=["ann@example.com", "gone@example.com", "shut@example.com"])
     Worker().drain()
     assert run_due("test-worker").retrying == 0
     [told_sent] = receiver.of_kind("message.sent")
     assert (told_sent["data"]["id"], told_sent["data"]["code"]) == (partly.id, 250)
     assert "gone@example.com: 550 5.1.1 no such user" in told_sent["data"]["text"]
-    [told_gone] = receiver.of_kind("recipient.suppressed")  # the refusal's own event
+    refused = {e["data"]["recipient"]: e["data"] for e in receiver.of_kind("recipient.failed")}
+    assert {address: (d["id"], d["code"], d["text"]) for address, d in refused.items()} == {
+        "gone@example.com": (partly.id, 550, "5.1.1 no such user"),
+        "shut@example.com": (partly.id, 554, "5.7.1 relay access denied"),
+    }  # each refusal has its own event
+    assert refused["shut@example.com"]["message_id"] == partly.message_id
+    [told_gone] = receiver.of_kind("recipient.suppressed")  # unknown: suppressed besides
     assert (told_gone["data"]["recipient"], told_gone["data"]["code"]) == ("gone@example.com", 550)
     assert set(told_sent["data"]) == set(told_gone["data"]) == ENVELOPE
 

@@ -3,21 +3,22 @@
 import click
 from flask import current_app
 
+from .. import events
 from ..models import utcnow
 from . import deliver, endpoints
 
 
 @click.group("webhook")
 def webhook_group() -> None:
-    """Webhook endpoints: the URLs told of sent, deferred, failed, bounced and suppressed mail."""
+    """Webhook endpoints: the URLs told of sent, deferred, failed, refused, bounced and
+    suppressed mail."""
 
 
 @webhook_group.command("add")
 @click.argument("url")
 @click.option("--events", "chosen", multiple=True, metavar="KIND",
-              help="An event kind it takes (message.sent, message.deferred, message.failed, "
-              "recipient.bounced, recipient.suppressed); repeat, or separate with commas. "
-              "Default: all.")  # fmt: skip
+              help=f"An event kind it takes ({', '.join(events.KINDS)}); repeat, or separate "
+              "with commas. Default: all.")  # fmt: skip
 def add_command(url: str, chosen: tuple[str, ...]) -> None:
     """Register URL as an endpoint; print its signing secret as the last line (shown once)."""
     try:

@@ -3,7 +3,8 @@
 http.client, with the connection made to the checked address while the Host header,
 TLS's SNI and the certificate's check name the URL's host. It never follows a
 redirect (a 3xx is a failure): a redirect could point anywhere, the internal network
-included.
+included. A Cutoff ends every socket operation of a run's requests by one moment, and
+ends them all at once when the worker stops.
 """
 
 import http.client
