@@ -103,6 +103,13 @@ def test_the_generated_python_client_sends_lists_reads_resends_and_uploads(gener
         assert attached == [("notes.txt", "text/plain", 10)]
 
 
+def test_the_generated_python_models_read_every_example(generated):
+    models = importlib.import_module(f"{PACKAGE}.models")
+    for name, example in EXAMPLES.items():
+        model = getattr(models, name)
+        assert model.from_dict(example).to_dict().keys() == example.keys(), name
+
+
 TYPED_PROGRAM = """
 import type { components, paths } from "./api";
 

@@ -94,6 +94,27 @@ def test_no_body_is_a_union_at_the_top_nor_has_a_format_of_its_own():
     assert formats <= known, formats - known
 
 
+def test_an_object_without_named_properties_says_it_takes_any():
+    """openapi-typescript types a bare {"type": "object"} as one that holds nothing."""
+    bare = []
+
+    def walk(node: Any, where: str) -> None:
+        if isinstance(node, list):
+            for i, item in enumerate(node):
+                walk(item, f"{where}/{i}")
+        elif isinstance(node, dict):
+            if node.get("type") == "object" and not {"properties", "additionalProperties"} & set(
+                node
+            ):
+                bare.append(where)
+            for key, value in node.items():
+                if key != "example":
+                    walk(value, f"{where}/{key}")
+
+    walk(openapi.document(), "")
+    assert bare == []
+
+
 def test_every_request_and_answer_has_an_example_its_schema_takes():
     components = openapi.document()["components"]
     seen = 0

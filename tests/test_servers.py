@@ -35,7 +35,7 @@ from outbox.models import Message
 from . import processes
 from .smtpd import free_port
 from .soak import size
-from .test_fuzz import CHECKS, MODES, _stored_whole, address_formats  # noqa: F401 (a fixture)
+from .test_fuzz import CHECKS, MODES, _stored_whole
 
 pytestmark = [
     pytest.mark.soak,
