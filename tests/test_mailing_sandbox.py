@@ -17,6 +17,7 @@ BOMBS = {
     "a power": "{{ 10 ** 100000000 }}",
     "a padded str": "{{ 'x'.ljust(999999999) }}",
     "a padded format": "{{ '{:>999999999}'.format(1) }}",
+    "a format_map": "{{ '{:>{w}}'.format_map({'w': 999999999}) }}",
     "a %-format": "{{ '%*d' % (999999999, 1) }}",
     "a centred filter": "{{ 'x'|center(999999999) }}",
     "a replace": "{{ ('x' * 1000000).replace('', 'y' * 40) }}",

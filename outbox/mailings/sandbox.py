@@ -28,7 +28,7 @@ from jinja2.visitor import NodeTransformer
 
 STEPS = 100_000  # loop turns, calls, filters and operators one recipient's mail may take
 SECONDS = 2.0  # one recipient's mail, for steps slowed by long values
-LONGEST = 25 * 1024 * 1024  # characters or items of a value when no render is running
+LONGEST = 25 * 1024 * 1024  # characters of a value when no render is running
 # Items of a list, tuple, dict or set, and characters a filter that works in Python on
 # each character or word takes (one call must end well within SECONDS: it is one step).
 ITEMS = 100_000
@@ -166,8 +166,10 @@ def _refuse_method(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> N
         _refuse_items(len(subject))
     elif name in METHOD_WIDTHS:
         _refuse_numbers([*args, *kwargs.values()])
-    elif name in ("format", "format_map"):
+    elif name == "format":
         _refuse_format(subject, [*args, *kwargs.values()], braces=True)
+    elif name == "format_map" and args and isinstance(args[0], dict):
+        _refuse_format(subject, list(args[0].values()), braces=True)
     elif name == "replace":
         _refuse_replace(subject, args)
     elif name == "join" and args:
