@@ -2,6 +2,8 @@
 fails naming the limit, the rest of the queue goes on, the worker stops on SIGTERM at once
 and its memory stays put; at intake the same templates are a 422 within moments."""
 
+import json
+import subprocess
 import time
 from pathlib import Path
 
@@ -13,7 +15,8 @@ from outbox.extensions import db
 from outbox.models import Message
 
 from . import processes
-from .mailing_helpers import body, post, rows_of
+from .client_served import served  # noqa: F401 (a fixture)
+from .mailing_helpers import MAILINGS, body, post, rows_of
 from .test_concurrency import OUTBOX, wait_until, worker_env
 
 LOOPS = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
@@ -141,3 +144,21 @@ def test_intake_renders_as_the_worker_will_and_refuses_a_bomb_at_once(client, to
     assert error["field"] == "text" and error["index"] == 0
     assert "steps" in error["error"] or "size limit" in error["error"], error
     assert db.session.scalars(select(Message)).all() == []
+
+
+def test_eight_bombs_over_http_are_each_a_422_and_the_api_answers_on(served, token, tmp_path):  # noqa: F811
+    """gunicorn serves with four threads: eight requests that pinned one each took it down."""
+    (tmp_path / "bomb.json").write_text(json.dumps(body(text="Hi {{ first }}." + LOOPS)))
+    command = ["curl", "-sS", "--max-time", str(DEADLINE), "-o", "/dev/null",
+               "-w", "%{http_code}", "-H", f"Authorization: Bearer {token}",
+               "-H", "Content-Type: application/json", "--data-binary",
+               f"@{tmp_path / 'bomb.json'}", f"{served.url}{MAILINGS}"]  # fmt: skip
+    started = time.monotonic()
+    curls = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(8)]
+    codes = [curl.communicate(timeout=DEADLINE + 10)[0] for curl in curls]
+    assert codes == ["422"] * 8
+    health = subprocess.run(["curl", "-sS", "--max-time", "10", "-o", "/dev/null", "-w",
+                             "%{http_code}", f"{served.url}/healthz"],
+                            capture_output=True, text=True)  # fmt: skip
+    assert health.stdout == "200"
+    assert time.monotonic() - started < DEADLINE

@@ -10,7 +10,7 @@ from sqlalchemy import select
 
 from outbox import openapi, tokens
 from outbox.extensions import db
-from outbox.mailings import head
+from outbox.mailings import head, stream
 from outbox.models import Mailing, Suppression, utcnow
 
 from .client_served import served  # noqa: F401 (a fixture)
@@ -191,6 +191,29 @@ def test_curl_posts_recipients_anywhere_to_the_served_api(served, token, tmp_pat
     assert code == "201", said
     mailing = db.session.get(Mailing, json.loads(said)["id"])
     assert mailing is not None and (mailing.html_body, mailing.priority) == (FIELDS["html"], 5)
+
+
+@pytest.mark.all_databases
+def test_a_field_after_recipients_already_stored_has_them_taken_again(client, token):
+    """The fields before them made a mailing, so a chunk was stored: rolled back, redone."""
+    people = [{"email": f"r{n}@example.com", "fields": {"first": f"R{n}"}} for n in range(2_100)]
+    items = list(FIELDS.items())
+    items.insert(3, ("recipients", people))
+    response = post(client, token, dict(items))
+    assert response.status_code == 201, response.get_json()
+    rows = rows_of(response.get_json()["id"])
+    assert len(rows) == 2_100 and {row.priority for row in rows} == {5}
+    assert counts() == (1, 2_100)
+
+
+def test_a_spool_gives_back_what_it_took_in_order_past_its_memory():
+    items = [{"email": f"r{n}@example.com", "fields": {"n": n, "x": 1.5, "y": [None, True]}}
+             for n in range(10_000)]  # fmt: skip
+    with stream.Spool() as spool:
+        for item in items:
+            spool.add(item)
+        assert spool.file._rolled  # on disk, past SPOOL_MEMORY
+        assert list(spool) == items
 
 
 def test_a_repeated_idempotency_key_answers_the_first_mailing(client, token):

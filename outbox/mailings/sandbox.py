@@ -28,12 +28,15 @@ from jinja2.visitor import NodeTransformer
 
 STEPS = 100_000  # loop turns, calls, filters and operators one recipient's mail may take
 SECONDS = 2.0  # one recipient's mail, for steps slowed by long values
-LONGEST = 25 * 1024 * 1024  # characters or items of a value when no render is running
-ITEMS = 1_000_000  # items of a list, tuple, dict or set
+LONGEST = 25 * 1024 * 1024  # characters of a value when no render is running
+# Items of a list, tuple, dict or set, and characters a filter that works in Python on
+# each character or word takes (one call must end well within SECONDS: it is one step).
+ITEMS = 100_000
 POWER_BITS = 100_000  # the largest number ** may make, in bits
 # str methods and filters whose number arguments set how long their result is.
 METHOD_WIDTHS = frozenset({"ljust", "rjust", "center", "zfill", "expandtabs"})
 FILTER_WIDTHS = frozenset({"center", "indent", "slice"})
+SLOW_FILTERS = frozenset({"wordwrap", "urlize", "title", "striptags", "indent", "pprint"})
 # str methods and filters that make an item of each character or word of a str.
 SPLITTING = frozenset({"split", "rsplit", "splitlines", "list", "unique", "sort", "reverse",
                        "batch", "slice", "groupby", "map", "select", "reject"})  # fmt: skip
@@ -163,8 +166,10 @@ def _refuse_method(obj: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> N
         _refuse_items(len(subject))
     elif name in METHOD_WIDTHS:
         _refuse_numbers([*args, *kwargs.values()])
-    elif name in ("format", "format_map"):
+    elif name == "format":
         _refuse_format(subject, [*args, *kwargs.values()], braces=True)
+    elif name == "format_map" and args and isinstance(args[0], dict):
+        _refuse_format(subject, list(args[0].values()), braces=True)
     elif name == "replace":
         _refuse_replace(subject, args)
     elif name == "join" and args:
@@ -175,6 +180,8 @@ def _refuse_filter(name: str, value: Any, args: tuple[Any, ...], kwargs: dict[st
     """Refuse a filter whose result would be past the limit, where that is known."""
     if name in SPLITTING and isinstance(value, str):
         _refuse_items(len(value))
+    if name in SLOW_FILTERS and isinstance(value, str) and len(value) > ITEMS:
+        raise OverBudget(f"|{name} takes at most {ITEMS:,} characters, not {len(value):,}")
     if name in FILTER_WIDTHS:
         _refuse_numbers([*args, *kwargs.values()])
     elif name == "format":  # value % args

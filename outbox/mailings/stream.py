@@ -6,7 +6,7 @@ stores them a chunk at a time. Recipients read before fields that come after the
 kept in a Spool (a temporary file past SPOOL_MEMORY) until the fields are known.
 """
 
-import json
+import marshal
 import tempfile
 from collections.abc import Iterator
 from typing import IO, Any
@@ -81,7 +81,11 @@ def read(body: IO[bytes]) -> Iterator[tuple[str, Any]]:
 
 
 class Spool:
-    """Recipients kept in the order read, as JSON lines: in memory, then in a temporary file."""
+    """Recipients kept in the order read, in memory, then in a temporary file.
+
+    marshal, not JSON: it writes a parsed recipient (dicts, lists, str, numbers) several
+    times as fast, and the file is read back only by the process that wrote it.
+    """
 
     def __init__(self) -> None:
         self.file = tempfile.SpooledTemporaryFile(max_size=SPOOL_MEMORY)
@@ -94,9 +98,10 @@ class Spool:
 
     def add(self, item: Any) -> None:
         """Keep one recipient as read."""
-        self.file.write(json.dumps(item, separators=(",", ":")).encode() + b"\n")
+        data = marshal.dumps(item)
+        self.file.write(len(data).to_bytes(4, "big") + data)
 
     def __iter__(self) -> Iterator[Any]:
         self.file.seek(0)
-        for line in self.file:
-            yield json.loads(line)
+        while size := self.file.read(4):
+            yield marshal.loads(self.file.read(int.from_bytes(size, "big")))
