@@ -29,10 +29,11 @@ class Message(Base):
     __tablename__ = "messages"
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
-    # Not unique (migration 0022): a relay hands one mail over in parts, each part a row
-    # with its own recipients (submission.store). Each repeat is caught by its key:
-    # an API message's Message-ID is new, an SMTP part's envelope is its idempotency_key.
-    message_id: Mapped[str] = mapped_column(Key, index=True)
+    message_id: Mapped[str] = mapped_column(Key)
+    # "" but for the further parts of a mail a relay hands over in several SMTP
+    # transactions under one Message-ID (submission.store), each a row with its own
+    # recipients, named by its envelope's digest: unique with message_id (migration 0022).
+    part: Mapped[str] = mapped_column(String(64), server_default="")
     # Addresses as parsed at enqueue: addr-spec and display name apart, never parsed again.
     from_addr: Mapped[str] = mapped_column(String(998))
     from_name: Mapped[str] = mapped_column(String(998), default="")
@@ -106,6 +107,7 @@ class Message(Base):
     __table_args__ = (
         Index("ix_messages_created", "created_at"),
         UniqueConstraint("source", "idempotency_key", name="uq_messages_idempotency"),
+        UniqueConstraint("message_id", "part", name="uq_messages_message_id_part"),
     )
 
 

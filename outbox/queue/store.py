@@ -206,7 +206,7 @@ def _insert_rows(rows: list[dict[str, object]], drafts: Sequence[Draft]) -> list
         if returning:  # insertmanyvalues: multi-row INSERT ... RETURNING
             stmt = insert(table).returning(table.c.id, table.c.message_id)
             found = db.session.execute(stmt, part)
-        else:  # MySQL has no RETURNING: find the rows by their new Message-IDs (128 random bits)
+        else:  # MySQL has no RETURNING: find the rows by their unique Message-IDs
             db.session.execute(insert(table), part)
             wanted = [row["message_id"] for row in part]
             found = db.session.execute(

@@ -235,16 +235,10 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
         "created_at": now,
         "attachment_count": 0,
         "resent_from": None,
-        # The mail (sender and bytes), and the envelope: that mail under this Message-ID
-        # to these recipients in any order. The second is unique to a source (the
-        # idempotency key's constraint): a retry that races its first try stores nothing.
+        # The mail, sender and bytes: what a part of a split delivery has in common with
+        # the parts before it.
         "request_hash": _digest(mail_from.encode(), data),
-        "idempotency_key": _digest(
-            message_id.encode(),
-            mail_from.encode(),
-            *sorted(_mailbox_key(m.address).encode() for m in envelope),
-            data,
-        ),
+        "part": "",  # the first under its Message-ID; _queued_before names a later one
         "raw_size": len(raw),
         "envelope_from": mail_from,
         "raw": raw,
@@ -260,8 +254,23 @@ def queue_raw(
     row = prepared(sender, recipients, data, now)
     raw = row.pop("raw")
     row.update(source=source, **values)
-    if (earlier := _queued_before(row)) is not None:
-        return earlier
+    try:
+        return _stored(row, raw, now)
+    except IntegrityError:  # its Message-ID was queued before
+        if (earlier := _queued_before(row)) is not None:
+            return earlier
+    try:
+        return _stored(row, raw, now)  # the rest of a split delivery, a part of its own
+    except IntegrityError:  # that part was queued meanwhile: its retry raced it
+        if (earlier := _queued_before(row)) is not None:
+            return earlier
+        raise
+
+
+def _stored(row: dict[str, Any], raw: bytes, now: datetime) -> Queued:
+    """row and its raw bytes inserted in one transaction; IntegrityError, rolled back, if
+    its (message_id, part) is there already."""
+    row = dict(row)  # the suppression marks are this insert's, not the next one's
     try:
         marked = screen.screen([row], now)  # suppression (issue 15)
     except screen.Rejected as exc:
@@ -278,38 +287,43 @@ def queue_raw(
         db.session.commit()
     except IntegrityError:
         db.session.rollback()
-        if (earlier := _queued_before(row)) is None:
-            raise
-        return earlier
+        raise
     return Queued(pk, row["message_id"])
 
 
 def _queued_before(row: dict[str, Any]) -> Queued | None:
     """The answer for a mail whose Message-ID was queued before, or None to queue row.
 
-    A retry is the mail queued under its envelope; the rest of a split delivery leaves
-    row with the recipients no earlier part has; another mail is Refused.
+    Another mail under it is Refused. A retry is answered with the part it queued (or,
+    grouped otherwise, the part holding its first recipient). The rest of a split
+    delivery leaves row with the recipients no earlier part has, as the part its
+    envelope names.
     """
     found = db.session.execute(
-        select(Message.id, Message.source, Message.request_hash, Message.idempotency_key,
+        select(Message.id, Message.source, Message.request_hash, Message.part,
                Message.recipients)
         .where(Message.message_id == row["message_id"]).order_by(Message.id)
     ).all()  # fmt: skip
     db.session.commit()
-    envelope, mail = (row["source"], row["idempotency_key"]), (row["source"], row["request_hash"])
-    if retried := next((e for e in found if (e.source, e.idempotency_key) == envelope), None):
-        return Queued(retried.id, row["message_id"])
+    if not found:
+        return None
+    mail = (row["source"], row["request_hash"])
     if other := next((e for e in found if (e.source, e.request_hash) != mail), None):
         raise _media(
             f"Message-ID {row['message_id']} was queued already for another mail "
             f"(outbox message {other.id}); give each mail a Message-ID of its own"
         )
+    if not row["part"]:  # the transaction's own recipients, before any is left out
+        addresses = sorted(_mailbox_key(e["address"]).encode() for e in row["recipients"])
+        row["part"] = _digest(row["request_hash"].encode(), *addresses)
+    if retried := next((e for e in found if e.part == row["part"]), None):
+        return Queued(retried.id, row["message_id"])
     held: dict[str, int] = {}
     for earlier in found:
         for entry in earlier.recipients:
             held.setdefault(_mailbox_key(str(entry["address"])), earlier.id)
     rest = [e for e in row["recipients"] if _mailbox_key(e["address"]) not in held]
-    if not rest:  # each recipient is in an earlier part: a retry grouped otherwise
+    if not rest:
         return Queued(held[_mailbox_key(row["recipients"][0]["address"])], row["message_id"])
     row["recipients"] = rest
     return None

@@ -1,4 +1,4 @@
-"""submission: one Message-ID for the parts of a mail a relay hands over in several transactions
+"""submission: the parts of a mail handed over in several SMTP transactions, one Message-ID
 
 Revision ID: 0022
 Revises: 0021
@@ -28,23 +28,20 @@ def _unique_name() -> str:
 def upgrade():
     name = _unique_name()
     with op.batch_alter_table("messages", naming_convention=NAMING) as batch:
+        batch.add_column(sa.Column("part", sa.String(64), nullable=False, server_default=""))
         batch.drop_constraint(name, type_="unique")
-        batch.create_index("ix_messages_message_id", ["message_id"])
+        batch.create_unique_constraint("uq_messages_message_id_part", ["message_id", "part"])
 
 
 def downgrade():
-    shared = op.get_bind().scalar(
-        sa.text(
-            "SELECT COUNT(*) FROM (SELECT message_id FROM messages"
-            " GROUP BY message_id HAVING COUNT(*) > 1) AS shared"
-        )
-    )
-    if shared:
+    parts = op.get_bind().scalar(sa.text("SELECT COUNT(*) FROM messages WHERE part <> ''"))
+    if parts:
         raise RuntimeError(
-            f"messages holds {shared} Message-ID(s) shared by several rows (the parts of a "
-            "mail handed over in several SMTP transactions); revision 0021 holds each "
-            "Message-ID once: delete those rows first"
+            f"messages holds {parts} further part(s) of mails handed over in several SMTP "
+            "transactions, each under a Message-ID another row has; revision 0021 holds "
+            "each Message-ID once: delete those rows first"
         )
     with op.batch_alter_table("messages", naming_convention=NAMING) as batch:
-        batch.drop_index("ix_messages_message_id")
+        batch.drop_constraint("uq_messages_message_id_part", type_="unique")
         batch.create_unique_constraint("uq_messages_message_id", ["message_id"])
+        batch.drop_column("part")
