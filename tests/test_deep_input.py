@@ -10,6 +10,7 @@ import json
 import pytest
 
 from outbox import tokens
+from outbox.submission import Refused, queue_raw
 from outbox.untrusted_json import MAX_DEPTH
 
 from .pages import csrf
@@ -154,3 +155,30 @@ def test_an_id_past_the_largest_in_the_api_is_a_4xx(client, headers, path):
 def test_an_id_past_the_largest_on_the_pages_is_a_4xx_or_ignored(signed_in, staff, path):
     response = signed_in.get(path)
     assert response.status_code < 500, response.status_code
+
+
+def folded(value: str) -> str:
+    """value as a header field's body folded into lines of at most 80 characters."""
+    return "\r\n ".join(value[n : n + 80] for n in range(0, len(value), 80))
+
+
+@pytest.mark.parametrize("field", ["Content-Type: text/plain; charset=utf-8 ",
+                                   "To: ann@example.com ", "From: shop@example.com "])  # fmt: skip
+def test_a_submitted_mail_with_a_nested_comment_is_refused_or_shown_never_a_500(
+    signed_in, staff, field
+):
+    comment = "(" * 3000 + ")" * 3000
+    name = field.partition(":")[0].lower()
+    head = {"content-type": "", "to": "To: ann@example.com\r\n",
+            "from": "From: shop@example.com\r\n"}  # fmt: skip
+    head[name] = f"{field}{folded(comment)}\r\n"
+    raw = ("".join(head.values()) + "Subject: Hi\r\n\r\nHello\r\n").encode()
+    try:
+        queued = queue_raw("shop@example.com", ["ann@example.com"], raw, source="smtp:shop")
+    except Refused as exc:
+        assert exc.reply().startswith("554"), exc.reply()
+        return
+    response = signed_in.get(f"/messages/{queued.id}")
+    assert response.status_code == 200
+    page = response.get_data(as_text=True)
+    assert "Hello" in page or "a header nests comments too deep" in page
