@@ -128,6 +128,21 @@ def test_the_total_cap_turns_away_a_new_client_and_frees_a_place_when_one_leaves
         assert first_line(again).startswith(b"220 ")
 
 
+def test_a_client_after_starttls_holds_one_place_and_gives_it_back_once(
+    app: Flask, database_url: str, tmp_path: Path, certs: Certs, token: str
+) -> None:
+    settings = {"SMTPD_MAX_CONNECTIONS": "2", "SMTPD_MAX_CLIENT_CONNECTIONS": "1"}
+    with ExitStack() as stack, running(database_url, tmp_path, certs, **settings) as smtpd:
+        for _ in range(3):  # a place not given back would leave none for the next round
+            with connect(smtpd.port, certs, "shop", token) as client:
+                second = opened(stack, smtpd.port, "127.0.0.1")
+                assert until_closed(second).startswith(b"421 4.7.0 Too many connections from")
+                other = opened(stack, smtpd.port, "127.0.0.2")
+                assert first_line(other).startswith(b"220 ")
+                assert client.noop()[0] == 250
+            quit_all([other])
+
+
 def test_a_client_silent_before_it_logs_in_is_closed_after_the_short_timeout(
     app: Flask, database_url: str, tmp_path: Path, certs: Certs, token: str
 ) -> None:
