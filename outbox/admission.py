@@ -132,11 +132,8 @@ class Admission:
 
     limits: Limits
     held: dict[str, int] = field(default_factory=dict)
+    total: int = 0  # the sum of held's values, kept as they change
     budgets: dict[str, Budget] = field(default_factory=dict)
-
-    @property
-    def total(self) -> int:
-        return sum(self.held.values())
 
     def enter(self, client: str) -> str | None:
         """Count client in, or the 421 that turns it away."""
@@ -147,15 +144,15 @@ class Admission:
             return (f"421 4.7.0 Too many connections: at most {self.limits.total} at once; "
                     "closing, try again later")  # fmt: skip
         self.held[client] = self.held.get(client, 0) + 1
+        self.total += 1
         return None
 
     def leave(self, client: str) -> None:
-        """Count one of client's connections out."""
-        left = self.held.get(client, 0) - 1
-        if left > 0:
+        """Count one of client's connections out (one it was counted in with)."""
+        left = self.held.pop(client) - 1
+        if left:
             self.held[client] = left
-        else:
-            self.held.pop(client, None)
+        self.total -= 1
 
     def may_send(self, client: str, now: float) -> str | None:
         """None if client has a mail and a byte of its budget left, or the 421 saying not."""

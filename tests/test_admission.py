@@ -18,7 +18,7 @@ def test_a_client_past_its_share_or_the_server_past_its_total_is_turned_away():
     assert door.enter("c").startswith("421 4.7.0 Too many connections: at most 3")
     door.leave("a")
     assert door.enter("c") is None
-    assert door.held == {"a": 1, "b": 1, "c": 1}
+    assert (door.held, door.total) == ({"a": 1, "b": 1, "c": 1}, 3)
 
 
 def test_a_budget_takes_mails_and_bytes_and_earns_them_back_over_a_minute():
