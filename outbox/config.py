@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from . import logs, smtp
+from . import admission, logs, smtp
 from .bounces import settings as bounce_settings
 from .status import shortest_lock_timeout
 
@@ -88,6 +88,12 @@ DEFAULTS: dict[str, Any] = {
     "BOUNCE_IMAP_INTERVAL": 60.0,  # seconds between polls of the mailbox
     "BOUNCE_IMAP_DONE": "outbox-done",  # folder handled mails move to; "" deletes them
     "BOUNCE_IMAP_ALLOW_PLAINTEXT": False,  # bool: take imap:// (no TLS), with a warning
+    # `outbox bounces --listen` is open to anyone: connections at once, in all and from one
+    # client (an IPv4 address or an IPv6 /64), and what one client may send a minute.
+    "BOUNCE_MAX_CONNECTIONS": 100,  # connections
+    "BOUNCE_MAX_CLIENT_CONNECTIONS": 10,  # connections
+    "BOUNCE_CLIENT_MAILS": 120,  # mails a minute from one client
+    "BOUNCE_CLIENT_BYTES": 10 * 1024 * 1024,  # bytes a minute, at least BOUNCE_MAX_BYTES
     # --- webhooks (issue 15) ---
     "WEBHOOK_TIMEOUT": 10.0,  # seconds a delivery may take, connecting to the last byte read
     "WEBHOOK_INTERVAL": 5.0,  # seconds between a worker's runs of due deliveries
@@ -99,6 +105,11 @@ DEFAULTS: dict[str, Any] = {
     "SMTPD_TLS_KEY": None,  # path of its PEM private key
     # AUTH without TLS first (the token crosses the network readable); for loopback only.
     "SMTPD_ALLOW_PLAINTEXT_AUTH": False,  # bool; true logs a warning when smtpd starts
+    # Connections at once, in all and from one client (an IPv4 address or an IPv6 /64):
+    # past either the client gets 421 4.7.0. smtpd raises its open-file limit to fit.
+    "SMTPD_MAX_CONNECTIONS": 1000,  # connections
+    "SMTPD_MAX_CLIENT_CONNECTIONS": 50,  # connections
+    "SMTPD_PREAUTH_TIMEOUT": 30.0,  # seconds a client may stay silent before it logs in
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
@@ -114,6 +125,9 @@ _BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}  # webhooks (issue 15)
 _FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}  # webhooks (issue 15)
 _INTS |= {"MAIL_MAX_CONNECTIONS"}  # routes (issue 16)
 _FLOATS |= {"DKIM_REFRESH"}  # dkim (issue 16)
+_INTS |= {"SMTPD_MAX_CONNECTIONS", "SMTPD_MAX_CLIENT_CONNECTIONS", "BOUNCE_MAX_CONNECTIONS"}
+_INTS |= {"BOUNCE_MAX_CLIENT_CONNECTIONS", "BOUNCE_CLIENT_MAILS", "BOUNCE_CLIENT_BYTES"}
+_FLOATS |= {"SMTPD_PREAUTH_TIMEOUT"}
 
 
 def domain_names(raw: str) -> frozenset[str]:
@@ -193,6 +207,7 @@ def check(config: Mapping[str, Any]) -> None:
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
     bounce_settings.check(config)  # bounces (issue 15)
+    admission.check(config)
     if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held
         try:
             smtp.tls_context(config["MAIL_TLS_VERIFY"], config["MAIL_TLS_CA_FILE"])

@@ -417,7 +417,10 @@ def test_compose_shows_a_malformed_address_next_to_its_field(staff_page, console
     to = field.get_by_label("To", exact=True)
     expect(to).to_have_value("ann@@example.com")
     expect(to).to_have_attribute("aria-invalid", "true")
-    problem = "'ann@@example.com' is not an email address"
+    problem = (
+        "'ann@@example.com' is not an email address: The part after the @-sign "
+        "contains invalid characters: '@'."
+    )
     expect(to).to_have_accessible_description(problem)
     expect(field.locator("p.error")).to_have_text(problem)
     expect(page.get_by_label("Text body", exact=True)).to_have_value("This will not be queued.")

@@ -11,7 +11,6 @@ import hashlib
 import logging
 from collections.abc import Iterable
 from datetime import datetime
-from email.utils import getaddresses
 from typing import Any, cast
 
 from flask import current_app
@@ -19,6 +18,7 @@ from sqlalchemy import CursorResult, delete, select
 from sqlalchemy.exc import IntegrityError
 
 from .. import audit, events, suppression
+from ..addresses import listed
 from ..deliveries import State, state
 from ..extensions import db
 from ..models import BounceMail, Message, utcnow
@@ -141,7 +141,7 @@ def _match(
     config = current_app.config
     bounce_address = config.get("BOUNCE_ADDRESS")
     if bounce_address:
-        for _, address in getaddresses([*envelope_to, *found.to_headers]):
+        for _, address in listed([*envelope_to, *found.to_headers]):
             target = verp.target(address, bounce_address, current_app.secret_key or "")
             if target is None:
                 continue
