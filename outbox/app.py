@@ -68,7 +68,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     web.init_app(app)
     app.register_blueprint(unsubscribe.bp)  # mailings (issue 16)
     cli.register(app)
-    queue.on_recorded(bounces.apply_waiting)  # a bounce that came before its send was recorded
+    queue.on_recorded(app, bounces.apply_waiting)  # a bounce that came before its send was recorded
     return app
 
 

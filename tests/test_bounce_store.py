@@ -1,10 +1,13 @@
 """Applying bounce mails to their messages: partly delivered, in flight, early, audit, retention."""
 
 import json
+import threading
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import event, select, text
 
 from outbox import queue, retention, suppression
 from outbox.bounces import store, verp
@@ -174,3 +177,111 @@ def test_an_early_bounce_for_a_recipient_that_failed_is_left_as_on_time(app, mak
     assert states(fresh(claim.id))[A][0] == "failed" and told(claim.id) == []
     mail = db.session.get(BounceMail, mail.id)
     assert not mail.waiting and mail.note == store.NONE_LEFT
+
+
+SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),
+           pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip
+# Sessions of the test's own database waiting on a row lock now. MariaDB's innodb_trx
+# leaves out a FOR UPDATE that waits while the optimizer reads its row by the key
+# ("Statistics"); a statement that locks rows, still running while another session
+# holds them, is waiting.
+LOCK_WAITS = {
+    "mariadb": "SELECT count(*) FROM information_schema.processlist "
+    "WHERE db = DATABASE() AND id <> CONNECTION_ID() AND command = 'Query' "
+    "AND (info LIKE '%FOR UPDATE' OR info LIKE 'UPDATE %')",
+    "postgres": "SELECT count(*) FROM pg_stat_activity "
+    "WHERE datname = current_database() AND wait_event_type = 'Lock'",
+}
+
+
+def in_thread(app, work: Callable[[], object], name: str) -> threading.Thread:  # type: ignore[no-untyped-def]
+    """Run work in a thread of its own, with its own app context and database connection."""
+
+    def run() -> None:
+        with app.app_context():
+            work()
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
+def blocked(db_kind: str, thread: threading.Thread) -> bool:
+    """Wait until thread waits on a row lock (True) or has ended (False)."""
+    deadline = time.monotonic() + 60
+    with db.engine.connect() as connection:
+        while time.monotonic() < deadline:
+            if connection.execute(text(LOCK_WAITS[db_kind])).scalar_one():
+                return True
+            if not thread.is_alive():
+                return False
+            connection.rollback()  # a fresh look each time
+            time.sleep(0.02)
+    raise AssertionError("neither waiting on a lock nor done after 60 s")
+
+
+@pytest.fixture
+def racing(app, make_message) -> Iterator[tuple[queue.Claim, bytes, str]]:  # type: ignore[no-untyped-def]
+    """A claimed message, its bounce and return path, and a webhook taking recipient.bounced."""
+    app.config.update(BOUNCE_ADDRESS=BOUNCES, WEBHOOK_ALLOW_PRIVATE=True)
+    endpoints.add("http://127.0.0.1:9/hook", "recipient.bounced")
+    message = make_message(to=[A])
+    (claim,) = queue.claim_batch("w1", 10)
+    path = verp.address_for(BOUNCES, app.secret_key, message.id, 0)
+    yield claim, bouncemail.postfix(path, A, message.message_id), path
+
+
+def applied_once(claim: queue.Claim) -> None:
+    """The bounce marked its recipient, suppressed it and was told once; none waits."""
+    assert states(fresh(claim.id))[A][0] == "bounced" and told(claim.id) == [A]
+    assert suppression.matching([A])
+    assert not any(db.session.scalars(select(BounceMail.waiting)))
+
+
+@pytest.mark.parametrize("db_kind", SERVERS)
+def test_a_bounce_taken_in_while_the_send_is_being_recorded_waits_for_the_commit(
+    app, db_kind, racing
+):
+    claim, raw, path = racing
+    recording, go = threading.Event(), threading.Event()
+
+    def hold(statuses: object) -> None:  # the worker's UPDATE done, its commit not yet
+        recording.set()
+        assert go.wait(60)
+
+    queue.on_recorded(app, hold)
+    worker = in_thread(app, lambda: outcomes.sent(claim, utcnow()), "worker")
+    try:
+        assert recording.wait(60)
+        bounce = in_thread(app, lambda: store.take_in(raw, "smtp", None, [path]), "bounce")
+        assert blocked(db_kind, bounce)  # on the message's row, which the worker holds
+    finally:
+        go.set()
+        worker.join(60)
+    bounce.join(60)
+    applied_once(claim)
+
+
+@pytest.mark.parametrize("db_kind", SERVERS)
+def test_a_send_recorded_while_an_early_bounce_is_being_kept_applies_it(app, db_kind, racing):
+    claim, raw, path = racing
+    locked, go = threading.Event(), threading.Event()
+
+    def hold(conn, cursor, statement, *args: object) -> None:  # type: ignore[no-untyped-def]
+        # The bounce has read the message under its lock and not yet committed.
+        if threading.current_thread().name == "bounce" and "FOR UPDATE" in statement:
+            locked.set()
+            assert go.wait(60)
+
+    event.listen(db.engine, "after_cursor_execute", hold)
+    bounce = in_thread(app, lambda: store.take_in(raw, "smtp", None, [path]), "bounce")
+    try:
+        assert locked.wait(60)
+        worker = in_thread(app, lambda: outcomes.sent(claim, utcnow()), "worker")
+        assert blocked(db_kind, worker)  # its UPDATE waits for the bounce's commit
+    finally:
+        go.set()
+        bounce.join(60)
+        event.remove(db.engine, "after_cursor_execute", hold)
+    worker.join(60)
+    applied_once(claim)

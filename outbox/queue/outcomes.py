@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from flask import Flask, current_app
 from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 
 from .. import events
@@ -19,17 +20,16 @@ from .moves import ATTEMPTS, MESSAGES, changed, guarded
 # What a higher layer does when outcomes are recorded: called with each message's new
 # status, in the recording's transaction, before it commits (bounces register at start).
 Hook = Callable[[Mapping[int, Status]], object]
-_hooks: list[Hook] = []
+HOOKS = "outbox.queue.on_recorded"  # the app's hooks, in app.extensions
 
 
-def on_recorded(hook: Hook) -> None:
-    """Have hook run with every group of outcomes recorded; registering it again changes nothing."""
-    if hook not in _hooks:
-        _hooks.append(hook)
+def on_recorded(app: Flask, hook: Hook) -> None:
+    """Have hook run with every group of outcomes the app records."""
+    app.extensions.setdefault(HOOKS, []).append(hook)
 
 
 def _recorded(statuses: Mapping[int, Status]) -> None:
-    for hook in _hooks:
+    for hook in current_app.extensions.get(HOOKS, ()):
         hook(statuses)
 
 
