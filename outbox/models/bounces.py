@@ -50,3 +50,4 @@ class BounceMail(Base):
 Index("ix_bounce_mails_kind", BounceMail.kind, BounceMail.id)
 Index("ix_bounce_mails_message", BounceMail.message_pk, BounceMail.id)
 Index("ix_bounce_mails_received", BounceMail.received_at)
+Index("ix_bounce_mails_waiting", BounceMail.waiting, BounceMail.message_pk)

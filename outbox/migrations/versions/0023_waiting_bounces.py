@@ -20,8 +20,10 @@ def upgrade():
         batch.add_column(
             sa.Column("waiting", sa.Boolean(), nullable=False, server_default=sa.false())
         )
+        batch.create_index("ix_bounce_mails_waiting", ["waiting", "message_pk"])
 
 
 def downgrade():
     with op.batch_alter_table("bounce_mails") as batch:
+        batch.drop_index("ix_bounce_mails_waiting")
         batch.drop_column("waiting")
