@@ -135,6 +135,7 @@ def process(pk: int) -> BounceMail:
 
 def _settle(row: BounceMail, found: parse.Read) -> list[str]:
     """Match a report to its message and, if it is a hard bounce, apply it; the addresses marked."""
+    row.waiting = False  # until _apply finds a recipient that may yet be sent
     message, index, row.matched_by = _match(found, (row.envelope_to or "").splitlines())
     if message is None:
         row.note = "no message of outbox matches its return path or Message-ID"
