@@ -3,7 +3,7 @@
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
@@ -221,14 +221,14 @@ def blocked(db_kind: str, thread: threading.Thread) -> bool:
 
 
 @pytest.fixture
-def racing(app, make_message) -> Iterator[tuple[queue.Claim, bytes, str]]:  # type: ignore[no-untyped-def]
+def racing(app, make_message) -> tuple[queue.Claim, bytes, str]:  # type: ignore[no-untyped-def]
     """A claimed message, its bounce and return path, and a webhook taking recipient.bounced."""
     app.config.update(BOUNCE_ADDRESS=BOUNCES, WEBHOOK_ALLOW_PRIVATE=True)
     endpoints.add("http://127.0.0.1:9/hook", "recipient.bounced")
     message = make_message(to=[A])
     (claim,) = queue.claim_batch("w1", 10)
     path = verp.address_for(BOUNCES, app.secret_key, message.id, 0)
-    yield claim, bouncemail.postfix(path, A, message.message_id), path
+    return claim, bouncemail.postfix(path, A, message.message_id), path
 
 
 def applied_once(claim: queue.Claim) -> None:
