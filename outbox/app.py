@@ -12,8 +12,9 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import exc
 
-from . import api, cli, drivers, health, logs, metrics, tokens, web
+from . import api, cli, drivers, health, logs, metrics, queue, tokens, web
 from . import config as settings
+from .bounces import store as bounces
 from .extensions import AUTOCOMMIT, db, mail, migrate
 from .mailings import unsubscribe  # mailings (issue 16)
 from .routes import config as routes_file  # routes (issue 16)
@@ -67,6 +68,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     web.init_app(app)
     app.register_blueprint(unsubscribe.bp)  # mailings (issue 16)
     cli.register(app)
+    queue.on_recorded(app, bounces.apply_waiting)  # a bounce that came before its send was recorded
     return app
 
 
