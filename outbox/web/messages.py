@@ -33,9 +33,11 @@ from .forms import ActionForm, ResendAllForm
 from .roles import requires
 from .shown import (
     INLINE_SHOWN_BYTES,
+    SHOWN_HTML_CHARS,
     back_to,
     inline_images,
     loads_remote,
+    shown_part,
     with_inline,
     without_remote,
 )
@@ -124,7 +126,9 @@ def show(message_pk: int) -> ResponseReturnValue:
         "messages/show.html",
         attachments=list(db.session.execute(attachments.order_by(Attachment.id)).scalars()),
         back=back_to(request.args.get("back")),
-        remote_images=loads_remote(message.html_body),
+        remote_images=loads_remote(shown_part(message.html_body)),
+        html_cut=len(message.html_body or "") > SHOWN_HTML_CHARS,
+        html_shown=SHOWN_HTML_CHARS,
         events=audit.of_message(message.id),
         bounces=inbox.of_message(message.id),  # bounces (issue 15)
         raw_parts=parts,
@@ -140,7 +144,7 @@ def html_body(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
     mailing_render.onto(message)  # mailings (issue 16): rendered on view
     raw_shown.onto(message)  # submission (issue 17)
-    html = with_inline(without_remote(message.html_body or ""), _inline_images(message))
+    html = with_inline(without_remote(shown_part(message.html_body)), _inline_images(message))
     response = Response(html, mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
     return response
