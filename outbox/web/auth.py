@@ -32,7 +32,7 @@ def sign_in() -> ResponseReturnValue:
         user = accounts.sign_in(form.email.data or "", form.password.data or "",
                                 request.remote_addr or "unknown")  # fmt: skip
     except accounts.TooManyFailures as exc:
-        form.form_errors.append(f"Too many failed sign-ins from your address; {exc}.")
+        form.form_errors.append(f"Too many failed sign-ins {exc.whose}; {exc}.")
         page = render_template("auth/sign_in.html", form=form)
         return page, 429, {"Retry-After": str(exc.retry_after)}
     if user is None:
