@@ -1,6 +1,8 @@
 """In Chromium, what sits at the edges of the message page: a huge crafted HTML body and
 attachments whose names are not Latin-1."""
 
+import base64
+
 import pytest
 
 from . import test_browser as shared
@@ -48,3 +50,20 @@ def test_a_crafted_5_mib_html_body_shows_in_part_and_loads_nothing_remote(browse
         assert frame.locator("#pixel").evaluate("i => i.naturalWidth") == 0
         assert frame.locator("#pixel").get_attribute("src") is None
     assert elsewhere == []
+
+
+NAMES = ["файл.txt", "日本語.png", "📎 notes.txt", "Grüße.pdf", "plain report.csv"]
+
+
+def test_attachments_download_under_their_own_names_whatever_the_script(browser, site, console):
+    files = [{"filename": name, "content": base64.b64encode(f"file {n}".encode()).decode()}
+             for n, name in enumerate(NAMES)]  # fmt: skip
+    queued = store(site, "ann@example.com", "Names", attachments=files)
+    assert settled(site, queued) == {queued: "sent"}
+    with staff_tab(browser, site, console, 1280) as page:
+        page.goto(f"/messages/{queued}")
+        for n, name in enumerate(NAMES):
+            with page.expect_download() as download:
+                page.locator("ul.attachments a").nth(n).click()
+            assert download.value.suggested_filename == name
+            assert download.value.path().read_bytes() == f"file {n}".encode()

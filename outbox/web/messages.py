@@ -29,6 +29,7 @@ from ..submission import shown as raw_shown  # submission (issue 17)
 from ..wire import recipient_json
 from . import compose as composing
 from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
+from .downloads import as_download
 from .forms import ActionForm, ResendAllForm
 from .roles import requires
 from .shown import (
@@ -178,8 +179,7 @@ def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
 
     response = Response(stream_with_context(chunks()), mimetype="application/octet-stream")
     response.headers["Content-Length"] = str(attachment.size)
-    response.headers.set("Content-Disposition", "attachment", filename=attachment.filename)
-    return response
+    return as_download(response, attachment.filename)
 
 
 @bp.get("/<int:message_pk>/mail.eml")
@@ -191,8 +191,7 @@ def raw_mail(message_pk: int) -> ResponseReturnValue:
     stream = stream_with_context(raw_shown.chunks(message.id))
     response = Response(stream, mimetype="message/rfc822")
     response.headers["Content-Length"] = str(message.raw_size)
-    response.headers.set("Content-Disposition", "attachment", filename=f"outbox-{message.id}.eml")
-    return response
+    return as_download(response, f"outbox-{message.id}.eml")
 
 
 def _acted(message_pk: int) -> ResponseReturnValue:
