@@ -1,5 +1,6 @@
 """Staff accounts: creating them, their passwords, and slowing down password guessing."""
 
+import hmac
 import ipaddress
 import math
 import secrets
@@ -293,6 +294,6 @@ def load(session_id: str) -> User | None:
     if not pk.isdigit():
         return None
     user = db.session.get(User, int(pk))
-    if user is None or user.get_id() != session_id:
+    if user is None or not hmac.compare_digest(user.get_id().encode(), session_id.encode()):
         return None
     return user

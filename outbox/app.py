@@ -11,6 +11,7 @@ from typing import Any
 
 from flask import Flask
 from sqlalchemy import exc
+from sqlalchemy.engine import make_url
 
 from . import api, cli, drivers, health, logs, metrics, tokens, web
 from . import config as settings
@@ -91,6 +92,7 @@ def _derive(app: Flask) -> None:
     url = config["DATABASE_URL"] or f"sqlite:///{Path(app.instance_path) / 'outbox.sqlite3'}"
     config["DATABASE_URL"] = url
     config["SQLALCHEMY_DATABASE_URI"] = url
+    _private_sqlite_file(url)
     if not url.startswith("sqlite"):
         # A message without attachments is one INSERT that commits itself: one round
         # trip to a database server instead of two (queue.enqueue).
@@ -107,6 +109,23 @@ def _derive(app: Flask) -> None:
     # Werkzeug answers 413 past these, before a view reads the body.
     config["MAX_CONTENT_LENGTH"] = config["MAX_MESSAGE_BYTES"]
     config["MAX_FORM_MEMORY_SIZE"] = config["MAX_MESSAGE_BYTES"]
+
+
+def _private_sqlite_file(url: str) -> None:
+    """Create a SQLite database file, not there yet, readable by its owner only (0600).
+
+    SQLite would create it under the umask, often readable by every local user; its
+    journal and WAL files take the database file's mode. An existing file is left as
+    its owner set it.
+    """
+    parsed = make_url(url)
+    path = parsed.database
+    if not parsed.drivername.startswith("sqlite") or not path or path == ":memory:":
+        return
+    if path.startswith("file:") or parsed.query.get("mode") == "memory":
+        return
+    with contextlib.suppress(FileExistsError, FileNotFoundError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _stored_secret(instance: Path) -> str:

@@ -5,14 +5,13 @@ import re
 from base64 import b64encode
 from collections.abc import Callable
 from html import unescape
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from flask import url_for
 
 from ..checks import Upload
+from .links import local_path
 
-# The longest "back" address kept; a list URL with a long search is well under it.
-BACK_CHARS = 2048
 # The most of an HTML body the page shows; the page says when it shows less.
 SHOWN_HTML_CHARS = 1024 * 1024
 
@@ -49,20 +48,8 @@ URL_SPLIT = re.compile(r"[\s,]++")
 
 
 def back_to(value: str | None) -> str:
-    """The local page a message was opened from, or the outbox list if value is not one.
-
-    Only a path on this site is taken (no scheme, no host, no "//" or backslash that a
-    browser would read as another host), so the link cannot lead elsewhere.
-    """
-    default = url_for("messages.index")
-    if not value or len(value) > BACK_CHARS or not value.startswith("/"):
-        return default
-    if value.startswith("//") or "\\" in value or any(ord(c) < 32 or ord(c) == 127 for c in value):
-        return default
-    parts = urlsplit(value)
-    if parts.scheme or parts.netloc:
-        return default
-    return value
+    """The local page a message was opened from, or the outbox list if value is not one."""
+    return local_path(value, url_for("messages.index"))
 
 
 def shown_part(html: str | None) -> str:
