@@ -24,6 +24,7 @@ SHOWN_HTML_CHARS = 1024 * 1024
 # the body's length and no crafted body makes it grow faster. Python's html.parser
 # does not (its scan restarts at every unfinished tag) and a DOM library would write
 # the body out again in its own spelling, where the page serves it as stored.
+
 # Elements whose text holds no tags; <noscript> is not one of them in the sandboxed frame,
 # which runs no script.
 RAW_TEXT = "style|script|textarea|title|xmp|iframe|noembed|noframes"
