@@ -173,9 +173,10 @@ def unlock_command(who: str) -> None:
     """Lift the sign-in lockout of a client IP address, or the lockouts keeping EMAIL out.
 
     Five failed sign-ins from one address within 15 minutes lock that address out for
-    the rest of the 15 minutes. Failures are counted per address, not per account; for
-    an EMAIL the lockouts of the addresses that tried that account are lifted, and
-    those that tried only others stay. Prints what was lifted.
+    the rest of the 15 minutes; an IPv6 address counts with its whole /64. Twenty at one
+    account, from any addresses, lock that account out. For an EMAIL the account's
+    lockout and those of the addresses that tried it are lifted; addresses that tried
+    only other accounts stay locked. Prints what was lifted.
     """
     window = f"{accounts.FAILURE_WINDOW.seconds // 60} minutes"
     if "@" in who:
@@ -184,7 +185,7 @@ def unlock_command(who: str) -> None:
         except accounts.AccountError as exc:
             raise click.ClickException(str(exc)) from None
         if not lifted:
-            click.echo(f"nothing to lift: no locked-out address tried {who}")
+            click.echo(f"nothing to lift: {who} is not locked out, nor any address that tried it")
         for remote_addr, count in sorted(lifted.items()):
             click.echo(f"lifted the lockout of {remote_addr} ({count} failed sign-ins "
                        f"in the last {window})")  # fmt: skip
@@ -202,10 +203,14 @@ def unlock_command(who: str) -> None:
 
 
 def _is_address(text: str) -> bool:
+    """An IP address, or an IPv6 /64 as `outbox unlock` names a locked-out one."""
     try:
         ipaddress.ip_address(text)
     except ValueError:
-        return False
+        try:
+            return ipaddress.ip_network(text, strict=False).prefixlen == 64
+        except ValueError:
+            return False
     return True
 
 

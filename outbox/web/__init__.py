@@ -85,6 +85,17 @@ def security_headers(response: Response) -> Response:
     return response
 
 
+def not_stored(response: Response) -> Response:
+    """Pages and API answers kept out of every cache: they show mail, accounts, secrets.
+
+    A browser's back button or a shared proxy would otherwise keep a signed-in page (or a
+    webhook's secret) after sign-out; static files and the probes stay cacheable.
+    """
+    if request.blueprint in PAGES or _is_api():
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
 def when(moment: datetime | None) -> str:
     """A stored UTC time as the pages show it."""
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment else ""
@@ -195,6 +206,7 @@ def init_app(app: Flask) -> None:
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
     app.after_request(security_headers)
+    app.after_request(not_stored)
     app.add_template_filter(when)
     app.add_template_filter(age)
     app.add_template_filter(ago)

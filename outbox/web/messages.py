@@ -29,13 +29,16 @@ from ..submission import shown as raw_shown  # submission (issue 17)
 from ..wire import recipient_json
 from . import compose as composing
 from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
+from .downloads import as_download
 from .forms import ActionForm, ResendAllForm
 from .roles import requires
 from .shown import (
     INLINE_SHOWN_BYTES,
+    SHOWN_HTML_CHARS,
     back_to,
     inline_images,
     loads_remote,
+    shown_part,
     with_inline,
     without_remote,
 )
@@ -124,7 +127,9 @@ def show(message_pk: int) -> ResponseReturnValue:
         "messages/show.html",
         attachments=list(db.session.execute(attachments.order_by(Attachment.id)).scalars()),
         back=back_to(request.args.get("back")),
-        remote_images=loads_remote(message.html_body),
+        remote_images=loads_remote(shown_part(message.html_body)),
+        html_cut=len(message.html_body or "") > SHOWN_HTML_CHARS,
+        html_shown=SHOWN_HTML_CHARS,
         events=audit.of_message(message.id),
         bounces=inbox.of_message(message.id),  # bounces (issue 15)
         raw_parts=parts,
@@ -141,7 +146,7 @@ def html_body(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
     mailing_render.onto(message)  # mailings (issue 16): rendered on view
     raw_shown.onto(message)  # submission (issue 17)
-    html = with_inline(without_remote(message.html_body or ""), _inline_images(message))
+    html = with_inline(without_remote(shown_part(message.html_body)), _inline_images(message))
     response = Response(html, mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
     return response
@@ -175,8 +180,7 @@ def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
 
     response = Response(stream_with_context(chunks()), mimetype="application/octet-stream")
     response.headers["Content-Length"] = str(attachment.size)
-    response.headers.set("Content-Disposition", "attachment", filename=attachment.filename)
-    return response
+    return as_download(response, attachment.filename)
 
 
 @bp.get("/<int:message_pk>/mail.eml")
@@ -188,8 +192,7 @@ def raw_mail(message_pk: int) -> ResponseReturnValue:
     stream = stream_with_context(raw_shown.chunks(message.id))
     response = Response(stream, mimetype="message/rfc822")
     response.headers["Content-Length"] = str(message.raw_size)
-    response.headers.set("Content-Disposition", "attachment", filename=f"outbox-{message.id}.eml")
-    return response
+    return as_download(response, f"outbox-{message.id}.eml")
 
 
 def _acted(message_pk: int) -> ResponseReturnValue:
