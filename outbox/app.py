@@ -17,8 +17,8 @@ from . import api, cli, drivers, health, logs, metrics, queue, tokens, web
 from . import config as settings
 from .bounces import store as bounces
 from .extensions import AUTOCOMMIT, db, mail, migrate
-from .mailings import unsubscribe  # mailings (issue 16)
-from .routes import config as routes_file  # routes (issue 16)
+from .mailings import unsubscribe
+from .routes import config as routes_file
 
 log = logging.getLogger(__name__)
 PACKAGE = Path(__file__).resolve().parent
@@ -49,7 +49,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     # stderr in LOG_FORMAT too; a process that set up logging already keeps its own.
     logs.setup(app.config["LOG_FORMAT"])
 
-    routes_file.init_app(app)  # routes (issue 16): OUTBOX_ROUTES, read once, refused if wrong
+    routes_file.init_app(app)  # routes: OUTBOX_ROUTES, read once, refused if wrong
     loaded = app.extensions.get(routes_file.KEY)
     lanes = loaded.lanes if loaded else app.config["MAIL_MAX_CONNECTIONS"]
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = drivers.engine_options(
@@ -65,10 +65,10 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 
     app.register_blueprint(api.bp)
-    health.init_app(app, MIGRATIONS)  # metrics (issue 14)
-    metrics.init_app(app)  # metrics (issue 14)
+    health.init_app(app, MIGRATIONS)
+    metrics.init_app(app)
     web.init_app(app)
-    app.register_blueprint(unsubscribe.bp)  # mailings (issue 16)
+    app.register_blueprint(unsubscribe.bp)
     cli.register(app)
     queue.on_recorded(app, bounces.apply_waiting)  # a bounce that came before its send was recorded
     return app

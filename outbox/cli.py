@@ -22,8 +22,8 @@ from .bounces import inbound
 from .dkim import cli as dkim_cli
 from .models import Pause
 from .roles import ROLES, SCOPES
-from .routes import warn_unsafe as warn_unsafe_routes  # routes (issue 16)
-from .submission import smtpd_command  # submission (issue 17): `outbox smtpd`
+from .routes import warn_unsafe as warn_unsafe_routes
+from .submission import smtpd_command  # submission: `outbox smtpd`
 from .suppression import cli as suppression_cli
 
 
@@ -57,7 +57,7 @@ def send_queued_command() -> None:
     if paused is not None:
         click.echo(f"sending is paused {_paused(paused)}; nothing sent (outbox resume to go on)")
         return
-    warn_unsafe_routes(current_app._get_current_object())  # type: ignore[attr-defined]  # routes (issue 16)
+    warn_unsafe_routes(current_app._get_current_object())  # type: ignore[attr-defined]
     drainer = worker.Worker()
     tally = drainer.drain()
     rollups.count_if_due(drainer.worker_id)
@@ -227,12 +227,12 @@ def register(app: Flask) -> None:
         set_role_command,
         set_password_command,
         unlock_command,
-        checkup.command,  # metrics (issue 14): `outbox check`
+        checkup.command,  # metrics: `outbox check`
         retention.purge_command,
-        *suppression_cli.COMMANDS,  # suppression (issue 15)
-        inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
-        webhooks.commands.webhook_group,  # webhooks (issue 15)
-        dkim_cli.dkim_group,  # dkim (issue 16): `outbox dkim add|list|remove`
-        smtpd_command.smtpd_command,  # submission (issue 17): `outbox smtpd --listen`
+        *suppression_cli.COMMANDS,
+        inbound.bounces_command,  # bounces: `outbox bounces --listen`
+        webhooks.commands.webhook_group,
+        dkim_cli.dkim_group,  # dkim: `outbox dkim add|list|remove`
+        smtpd_command.smtpd_command,  # submission: `outbox smtpd --listen`
     ):
         app.cli.add_command(command)

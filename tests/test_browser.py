@@ -334,7 +334,7 @@ def test_550_fails_live_and_the_dashboard_resend_sends_it_live(staff_page, site)
         failed = attempts_of(page)
         expect(failed).to_have_count(1)
         cells = failed.locator("td")
-        expect(cells.nth(3)).to_have_text("default")  # route (issue 16)
+        expect(cells.nth(3)).to_have_text("default")  # route
         expect(cells.nth(4)).to_have_text("failed")  # outcome
         expect(cells.nth(5)).to_have_text("550")  # SMTP code
         expect(cells.nth(6)).to_contain_text("refused by policy")

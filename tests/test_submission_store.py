@@ -1,4 +1,4 @@
-"""Mails handed over raw (issue 17): queue_raw stores them as they came, or refuses them
+"""Mails handed over raw: queue_raw stores them as they came, or refuses them
 naming the problem with nothing stored, and a worker sends the stored bytes to a real
 SMTP server unchanged but for what outbox adds on top (Message-ID, Date) or takes out (Bcc)."""
 

@@ -7,7 +7,7 @@ Callers use the verbs below; the modules behind them are the package's own busin
 
 from .attachments import Damaged, read_attachments, read_inline
 from .claims import Claim, claim_batch, has_due, release, release_held, renew
-from .holds import hold  # throttling (issue 16)
+from .holds import hold
 from .moves import MoveRefused
 from .outcomes import Finished, on_recorded, record, release_stale
 from .staff import (

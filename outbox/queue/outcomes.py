@@ -48,7 +48,7 @@ class Finished:
     # attempt is added to the message's allowance, so such faults never fail it.
     fault: bool = False
     reply: str | None = None  # the server's words when it took the mail
-    route: str | None = None  # the name of the route the attempt went through (issue 16)
+    route: str | None = None  # the name of the route the attempt went through
 
 
 def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int, Status]:
@@ -94,7 +94,7 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
             "smtp_code": done.code,
             "error": error,
             "reply": done.reply[:REPLY_CHARS] if done.reply else None,
-            "route": done.route,  # routes (issue 16)
+            "route": done.route,
         }
         for group in moves.values()
         for done, outcome, error in group
@@ -102,8 +102,8 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     ]
     if attempts:
         db.session.execute(insert(ATTEMPTS), attempts)
-    suppress_refused(finished, recorded)  # suppression (issue 15): 5.1.1 and the like
-    events.recorded(recorded, ((d, e) for group in moves.values() for d, _, e in group))  # webhooks
+    suppress_refused(finished, recorded)  # suppression: 5.1.1 and the like
+    events.recorded(recorded, ((d, e) for group in moves.values() for d, _, e in group))
     _recorded(recorded)
     db.session.commit()
     return recorded
@@ -265,7 +265,7 @@ def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
                 message_id=row.message_id,
                 text=error,
                 at=now,
-            )  # webhooks (issue 15)
+            )
             _recorded({row.id: new})
             count += 1
         db.session.commit()

@@ -272,7 +272,7 @@ def _stored(row: dict[str, Any], raw: bytes, now: datetime) -> Queued:
     its (message_id, part) is there already."""
     row = dict(row)  # the suppression marks are this insert's, not the next one's
     try:
-        marked = screen.screen([row], now)  # suppression (issue 15)
+        marked = screen.screen([row], now)
     except screen.Rejected as exc:
         raise Refused(550, "5.7.1", str(exc)) from None
     try:

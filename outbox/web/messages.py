@@ -22,10 +22,10 @@ from .. import audit, pause, queue, reports
 from ..bounces import inbox
 from ..deliveries import partly_delivered
 from ..extensions import db
-from ..mailings import render as mailing_render  # mailings (issue 16)
+from ..mailings import render as mailing_render
 from ..models import Attachment, AttachmentChunk, Attempt, Message, utcnow
 from ..status import Status
-from ..submission import shown as raw_shown  # submission (issue 17)
+from ..submission import shown as raw_shown
 from ..wire import recipient_json
 from . import compose as composing
 from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
@@ -117,8 +117,8 @@ def _state(message: Message) -> dict[str, Any]:
 @bp.get("/<int:message_pk>")
 def show(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
-    mailing_render.onto(message)  # mailings (issue 16): rendered on view
-    parts = raw_shown.onto(message)  # submission (issue 17): read out of the stored mail
+    mailing_render.onto(message)  # mailings: rendered on view
+    parts = raw_shown.onto(message)  # submission: read out of the stored mail
     state = _state(message)
     if wants_fragment():
         return fragment("messages/_state.html", 200 if state["in_flight"] else 286, **state)
@@ -131,7 +131,7 @@ def show(message_pk: int) -> ResponseReturnValue:
         html_cut=len(message.html_body or "") > SHOWN_HTML_CHARS,
         html_shown=SHOWN_HTML_CHARS,
         events=audit.of_message(message.id),
-        bounces=inbox.of_message(message.id),  # bounces (issue 15)
+        bounces=inbox.of_message(message.id),
         raw_parts=parts,
         other_parts=raw_shown.other_parts(message),
         **state,
@@ -144,8 +144,8 @@ def show(message_pk: int) -> ResponseReturnValue:
 def html_body(message_pk: int) -> ResponseReturnValue:
     """The HTML body alone, for the sandboxed iframe on the message page."""
     message = _message(message_pk)
-    mailing_render.onto(message)  # mailings (issue 16): rendered on view
-    raw_shown.onto(message)  # submission (issue 17)
+    mailing_render.onto(message)  # mailings: rendered on view
+    raw_shown.onto(message)
     html = with_inline(without_remote(shown_part(message.html_body)), _inline_images(message))
     response = Response(html, mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
@@ -156,7 +156,7 @@ def _inline_images(message: Message) -> dict[str, str]:
     """The message's inline images, as data: URLs by Content-ID, for its HTML body."""
     if not message.html_body or not message.attachment_count or message.raw_size is not None:
         return {}
-    if message.mailing_id:  # mailings (issue 16): the mailing's files, read once a process
+    if message.mailing_id:  # mailings: the mailing's files, read once a process
         files = mailing_render.attachments(message.mailing_id, message.attachment_count)
     else:
         files = queue.read_inline(message.id, INLINE_SHOWN_BYTES)
@@ -185,7 +185,7 @@ def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
 
 @bp.get("/<int:message_pk>/mail.eml")
 def raw_mail(message_pk: int) -> ResponseReturnValue:
-    """A mail handed over by SMTP as outbox stores and sends it (issue 17), as a download."""
+    """A mail handed over by SMTP as outbox stores and sends it, as a download."""
     message = _message(message_pk)
     if message.raw_size is None or message.bodies_dropped_at is not None:
         abort(404)
