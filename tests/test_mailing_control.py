@@ -2,10 +2,11 @@
 
 from datetime import timedelta
 
+import jsonschema_rs
 import pytest
 from sqlalchemy import update
 
-from outbox import queue, tokens
+from outbox import openapi, queue, tokens
 from outbox.extensions import db
 from outbox.mailings import control
 from outbox.models import Message, utcnow
@@ -114,3 +115,36 @@ def test_each_recipient_stored_counts_as_an_enqueued_message(app, client, token)
     mailing_id = post(client, token, body(people(0, 3))).get_json()["id"]
     post(client, token, {"recipients": people(3, 2)}, f"{MAILINGS}/{mailing_id}/recipients")
     assert enqueued() - before == 5
+
+
+def _described(response, path: str) -> list[str]:  # type: ignore[no-untyped-def]
+    """What of a POST answer to path the served OpenAPI document does not describe."""
+    document = openapi.document()
+    answers = document["paths"][path]["post"]["responses"]
+    if str(response.status_code) not in answers:
+        return [f"{response.status_code} is not an answer of POST {path}"]
+    shape = answers[str(response.status_code)]["content"]["application/json"]["schema"]
+    validator = jsonschema_rs.validator_for({"components": document["components"], **shape})
+    return [error.message for error in validator.iter_errors(response.get_json())]
+
+
+def test_every_refusal_of_a_mailing_is_the_one_the_document_describes(app, client, token):
+    mailing_id = post(client, token, body()).get_json()["id"]
+    assert act(client, token, mailing_id, "cancel").status_code == 200
+    one = f"{MAILINGS}/{{id}}"
+    reader = tokens.create("reader", ["read"])
+    app.config["MAX_CONTENT_LENGTH"] = 2_000
+    refusals = {
+        (f"{one}/pause", 409): act(client, token, mailing_id, "pause"),
+        (f"{one}/resume", 409): act(client, token, mailing_id, "resume"),
+        (f"{one}/cancel", 404): act(client, token, mailing_id + 1, "cancel"),
+        (f"{one}/recipients", 409): post(
+            client, token, {"recipients": people(0, 1)}, f"{MAILINGS}/{mailing_id}/recipients"
+        ),  # fmt: skip
+        (MAILINGS, 403): post(client, reader, body()),
+        (f"{one}/pause", 403): act(client, reader, mailing_id, "pause"),
+        (MAILINGS, 413): post(client, token, body(people(0, 100))),
+    }
+    for (path, status), response in refusals.items():
+        assert response.status_code == status, (path, response.get_json())
+        assert _described(response, path) == [], (path, response.get_json())

@@ -63,7 +63,7 @@ def test_the_listing_and_the_detail_are_described():
     listing = document["paths"]["/api/messages"]["get"]
     names = {p["name"] for p in listing["parameters"]}
     assert names == {"status", "recipient", "source", "since", "until", "before", "limit"}
-    assert set(listing["responses"]) == {"200", "401", "422", "503"}
+    assert set(listing["responses"]) == {"200", "401", "403", "422", "503"}
     detail = schemas["MessageDetail"]["properties"]
     assert {"cc", "bcc", "reply_to", "attachments", "attempt_log", "recipients"} <= set(detail)
     assert set(schemas["AttemptInfo"]["properties"]) == {

@@ -4,6 +4,7 @@ import functools
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from ..roles import SCOPES
 from ..schema import NewMessage
 from ..wire import Message, MessageDetail, Moved
 from . import (
@@ -18,6 +19,7 @@ from .parts import (
     UNAVAILABLE,
     Schema,
     closed,
+    forbid,
     header_schemas,
     model_schema,
     open_objects,
@@ -49,6 +51,7 @@ def _schemas() -> dict[str, Schema]:
             {"messages": {"type": "array", "items": ref("schemas/Message")}, "next": next_page}
         ),  # fmt: skip
         "Error": closed(error),
+        "Forbidden": closed({**error, "scope": {"type": "string", "enum": list(SCOPES)}}),
         "BadRequest": closed({**error, "errors": errors}, "error"),
         "BadFields": closed({**error, "errors": errors}),
         "TooLarge": closed({**error, "limit": {"type": "integer", "description": "bytes"}}),
@@ -112,6 +115,7 @@ def _paths() -> dict[str, Schema]:
 def document() -> dict[str, Any]:
     """The whole OpenAPI document, made once, each body with an example."""
     paths = _paths()
+    forbid(paths)
     exemplify(paths)
     found = {
         "openapi": "3.1.0",

@@ -85,6 +85,7 @@ EXAMPLES: dict[str, Any] = {
         ]
     },  # fmt: skip
     "Error": {"error": "no message 41"},
+    "Forbidden": {"error": "this token lacks the 'manage' scope", "scope": "manage"},
     "BadRequest": {
         "error": "the message was not queued",
         "errors": {"body": "must be a JSON object"},
@@ -149,6 +150,10 @@ EXAMPLES: dict[str, Any] = {
     "RecipientsAdded": {"id": 5, "added": 2, "recipients": 4},
     "Mailing": _MAILING,
     "MailingMoved": {**_MAILING, "state": "paused", "moved": 1},
+    "MailingRefused": {
+        "error": "the mailing is cancelled, not open or paused",
+        "state": "cancelled",
+    },
 }
 DOCUMENT = {"openapi": "3.1.0", "info": {"title": "outbox", "version": "1.0"}, "paths": {}}
 

@@ -60,6 +60,7 @@ def schemas() -> dict[str, Schema]:
         "NewMailing": new,
         "Mailing": mailing,
         "MailingMoved": moved,
+        "MailingRefused": closed({"error": {"type": "string"}, "state": state}),
         "MailingCreated": closed({"id": {"type": "integer"}, "recipients": count, "state": state}),
         "RecipientsAdded": closed({"id": {"type": "integer"}, "added": count, "recipients": count}),
         "NewRecipients": closed({"recipients": recipients}, "recipients"),
@@ -70,6 +71,8 @@ def _body(schema: str) -> Schema:
     return {"required": True, "content": {"application/json": {"schema": ref(f"schemas/{schema}")}}}
 
 
+TOO_LARGE = answer("The request over MAX_MESSAGE_BYTES, named in bytes; nothing was stored.",
+                   "TooLarge")  # fmt: skip
 REFUSED = answer("Bad fields, templates or recipients, each named (index: the recipient's "
                  "place in the list); nothing was stored.", "BatchRefused")  # fmt: skip
 
@@ -84,8 +87,8 @@ def create() -> Schema:
             "201": answer("Stored whole: its id and how many recipients it holds.",
                           "MailingCreated"),
             "400": answer("Not JSON, or not an object.", "BatchRefused"),
-            "401": UNAUTHORIZED, "403": answer("The token lacks the send scope.", "Error"),
-            "415": UNSUPPORTED, "422": REFUSED, "503": UNAVAILABLE,
+            "401": UNAUTHORIZED, "413": TOO_LARGE, "415": UNSUPPORTED, "422": REFUSED,
+            "503": UNAVAILABLE,
         },
     }  # fmt: skip
 
@@ -98,8 +101,8 @@ def append() -> Schema:
         "responses": {
             "201": answer("How many were added, and the mailing's total.", "RecipientsAdded"),
             "401": UNAUTHORIZED, "404": answer("No such mailing.", "Error"),
-            "409": answer("The mailing is cancelled.", "Error"), "415": UNSUPPORTED,
-            "422": REFUSED, "503": UNAVAILABLE,
+            "409": answer("The mailing is cancelled.", "Error"), "413": TOO_LARGE,
+            "415": UNSUPPORTED, "422": REFUSED, "503": UNAVAILABLE,
         },
     }  # fmt: skip
 
@@ -120,7 +123,8 @@ def move(summary: str) -> Schema:
             "parameters": [ID],
             "responses": {"200": answer("The mailing, and how many rows moved.", "MailingMoved"),
                           "401": UNAUTHORIZED, "404": answer("No such mailing.", "Error"),
-                          "409": answer("Not in a state for that.", "Error"),
+                          "409": answer("Not in a state for that, which is named.",
+                                        "MailingRefused"),
                           "503": UNAVAILABLE},
         }
     }  # fmt: skip

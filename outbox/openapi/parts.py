@@ -56,6 +56,7 @@ UNAVAILABLE = answer(
     "Error",
     **{"Retry-After": "Retry-After"},
 )
+FORBIDDEN = answer("The token lacks the scope this needs, named.", "Forbidden")
 NOT_FOUND = answer("No such message.", "Error")
 UNSUPPORTED = answer(
     "A body of a type not taken, or JSON sent without Content-Type: application/json.",
@@ -88,6 +89,15 @@ def header_schemas() -> dict[str, Schema]:
         "Retry-After": header("Seconds to wait.", pattern="^[0-9]+$"),
         "Accept": header("The content types taken, comma-separated."),
     }
+
+
+def forbid(paths: dict[str, Schema]) -> None:
+    """Give each operation the 403 of a token without its scope (in place).
+
+    Every token holds some scopes, not all: any operation may be refused for one.
+    """
+    for operation in (op for item in paths.values() for op in item.values()):
+        operation["responses"].setdefault("403", FORBIDDEN)
 
 
 def open_objects(node: Any) -> None:

@@ -3,7 +3,7 @@
 from ..events import KINDS, TEST
 from .parts import UNAUTHORIZED, UNAVAILABLE, Schema, answer, closed, ref
 
-FORBIDDEN = answer("The token lacks the manage scope.", "Error")
+FORBIDDEN = answer("The token lacks the manage scope.", "Forbidden")
 
 
 def schemas() -> dict[str, Schema]:
