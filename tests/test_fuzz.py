@@ -19,7 +19,7 @@ from schemathesis.specs.openapi.checks import (
 
 from outbox import tokens
 from outbox.extensions import db
-from outbox.models import Attachment, AttachmentChunk, Message
+from outbox.models import Attachment, AttachmentChunk, Mailing, Message
 from outbox.status import Status
 
 from .pages import move_to
@@ -36,8 +36,14 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
           response_headers_conformance, response_schema_conformance]  # fmt: skip
 # A few keys, so that repeats and reuses for other messages happen.
 KEYS = ["order-1", "order-2", "Order-1"]
-# The operations that store messages, fuzzed with the most examples.
-STORING = ("/api/messages", "/api/messages/batch")
+# The operations that store messages, fuzzed with the most examples: those whose answer
+# names the messages, and those whose answer names a mailing, whose recipients are rows.
+MESSAGES = ("/api/messages", "/api/messages/batch")
+MAILINGS = ("/api/mailings", "/api/mailings/{id}/recipients")
+STORING = (*MESSAGES, *MAILINGS)
+KEYED = (*MESSAGES, "/api/mailings")  # those that take an Idempotency-Key
+# Queues a message again; were it to make a copy, its answer names the one queued.
+RESEND = "/api/messages/{id}/resend"
 
 
 # Generating the cases is most of the cost (derandomized, much the same cases for each
@@ -92,33 +98,43 @@ def test_fuzzed_api_answers_as_described_and_stores_only_whole_messages(app, db_
     client = app.test_client()
     answers: Counter[int] = Counter()
     created: set[int] = set()
-    keyed: dict[tuple[str, str], int] = {}  # (path, key): the first message's id
+    mailings: dict[int, int] = {}  # id: how many recipients its last answer counted
+    keyed: dict[tuple[str, str], int] = {}  # (path, key): the first message's or mailing's id
     replays = 0
 
     def record(case: schemathesis.Case, response: schemathesis.Response) -> None:
-        """Every 201 names a stored message; a repeated key names the first one."""
+        """Every 201 names what it stored; a repeated key names the first one."""
         nonlocal replays
         answers[response.status_code] += 1
         path = case.operation.path
+        if path == RESEND and response.status_code == 200:
+            created.add(response.json()["id"])
         if path not in STORING or response.status_code not in (201, 409):
             return
         answer = response.json()
-        ids = [m["id"] for m in answer["messages"]] if "messages" in answer else [answer["id"]]
-        key = response.request.headers.get("Idempotency-Key")
+        if path in MAILINGS:
+            ids = [answer["id"]] if response.status_code == 201 else []
+            for mailing in ids:
+                mailings[mailing] = max(mailings.get(mailing, 0), answer["recipients"])
+        else:
+            ids = [m["id"] for m in answer["messages"]] if "messages" in answer else [answer["id"]]
+        key = response.request.headers.get("Idempotency-Key") if path in KEYED else None
         replayed = response.headers.get("idempotent-replayed") == ["true"]
         if response.status_code == 201:
-            created.update(ids)
+            created.update(ids if path in MESSAGES else ())
             assert replayed == ((path, key) in keyed), (key, keyed)
             replays += replayed
-        if key is not None:
+        if key is not None and ids:
             assert keyed.setdefault((path, key), ids[0]) == ids[0], (key, keyed)
 
     def steer(case: schemathesis.Case, data: st.DataObject) -> None:
-        """Aim some cases at messages that exist and at keys in use."""
+        """Aim some cases at messages and mailings that exist and at keys in use."""
         if case.path_parameters and "id" in case.path_parameters:
-            known = data.draw(st.one_of(st.none(), st.sampled_from([*seeded, *sorted(created)])))
+            stored = sorted(mailings) if case.operation.path.startswith("/api/mailings/") else [
+                *seeded, *sorted(created)]  # fmt: skip
+            known = data.draw(st.one_of(st.none(), st.sampled_from(stored or [1])))
             case.path_parameters = {"id": case.path_parameters["id"] if known is None else known}
-        if case.operation.path in STORING:
+        if case.operation.path in KEYED:
             key = data.draw(st.one_of(st.none(), st.sampled_from(KEYS)))
             if key is not None:
                 case.headers = {**(case.headers or {}), "Idempotency-Key": key}
@@ -151,9 +167,15 @@ def test_fuzzed_api_answers_as_described_and_stores_only_whole_messages(app, db_
             fuzz(result.ok(), mode)
     total = sum(answers.values())
     print(f"{total} fuzzed requests on {db_kind}: {dict(sorted(answers.items()))}, "
-          f"{len(created)} messages stored, {replays} replayed")  # fmt: skip
+          f"{len(created)} messages and {len(mailings)} mailings stored, "
+          f"{replays} replayed")  # fmt: skip
     # From the document alone (no strategies of our own): valid messages are made and taken.
     assert answers[201] and len(created) >= 10, answers
     db.session.expire_all()
-    assert set(db.session.scalars(sa.select(Message.id))) == {*seeded, *created}
+    rows = db.session.execute(sa.select(Message.id, Message.mailing_id)).all()
+    assert set(db.session.scalars(sa.select(Mailing.id))) == set(mailings)
+    # Each mailing holds as many rows as its last answer counted; every other row was named.
+    assert Counter(mailing for _, mailing in rows if mailing is not None) == +Counter(mailings)
+    recipients = {pk for pk, mailing in rows if mailing in mailings}
+    assert {pk for pk, _ in rows} == {*seeded, *created, *recipients}
     assert _stored_whole() == []
