@@ -129,7 +129,7 @@ def _described(response, path: str) -> list[str]:  # type: ignore[no-untyped-def
 
 
 def test_every_refusal_of_a_mailing_is_the_one_the_document_describes(app, client, token):
-    mailing_id = post(client, token, body()).get_json()["id"]
+    mailing_id, open_id = (post(client, token, body()).get_json()["id"] for _ in range(2))
     assert act(client, token, mailing_id, "cancel").status_code == 200
     one = f"{MAILINGS}/{{id}}"
     reader = tokens.create("reader", ["read"])
@@ -137,9 +137,12 @@ def test_every_refusal_of_a_mailing_is_the_one_the_document_describes(app, clien
     refusals = {
         (f"{one}/pause", 409): act(client, token, mailing_id, "pause"),
         (f"{one}/resume", 409): act(client, token, mailing_id, "resume"),
-        (f"{one}/cancel", 404): act(client, token, mailing_id + 1, "cancel"),
+        (f"{one}/cancel", 404): act(client, token, open_id + 1, "cancel"),
         (f"{one}/recipients", 409): post(
             client, token, {"recipients": people(0, 1)}, f"{MAILINGS}/{mailing_id}/recipients"
+        ),  # fmt: skip
+        (f"{one}/recipients", 400): post(
+            client, token, b"[]", f"{MAILINGS}/{open_id}/recipients"
         ),  # fmt: skip
         (MAILINGS, 403): post(client, reader, body()),
         (f"{one}/pause", 403): act(client, reader, mailing_id, "pause"),
@@ -148,3 +151,13 @@ def test_every_refusal_of_a_mailing_is_the_one_the_document_describes(app, clien
     for (path, status), response in refusals.items():
         assert response.status_code == status, (path, response.get_json())
         assert _described(response, path) == [], (path, response.get_json())
+
+
+@pytest.mark.all_databases
+def test_a_mailing_id_past_64_bits_is_not_found(client, token):
+    past = f"{MAILINGS}/{2**63}"
+    answers = [client.post(f"{past}/{action}", headers=auth(token))
+               for action in ("pause", "resume", "cancel")]  # fmt: skip
+    answers.append(post(client, token, {"recipients": people(0, 1)}, f"{past}/recipients"))
+    found = [(r.status_code, r.get_json()) for r in answers]
+    assert found == [(404, {"error": f"no mailing {2**63}"})] * 4

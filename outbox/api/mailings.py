@@ -43,8 +43,15 @@ def mailing_json(mailing: Mailing, counts: dict[str, int] | None = None) -> dict
     }
 
 
+def _id(mailing_id: int) -> int:
+    """The id, or a 404 past 64 bits: PostgreSQL and SQLite answer those with an error."""
+    if mailing_id >= 2**63:
+        raise Refused(404, f"no mailing {mailing_id}")
+    return mailing_id
+
+
 def _find(mailing_id: int) -> Mailing:
-    found = db.session.get(Mailing, mailing_id) if mailing_id < 2**63 else None
+    found = db.session.get(Mailing, _id(mailing_id))
     if found is None:
         raise Refused(404, f"no mailing {mailing_id}")
     return found
@@ -80,7 +87,7 @@ def append_recipients(mailing_id: int) -> Response:
     """Add a page of recipients {"recipients": [...]} to an open or paused mailing."""
     check_content_type((JSON,))
     max_attempts = current_app.config["MAX_ATTEMPTS"]
-    mailing, added = intake.append(mailing_id, request.stream, max_attempts=max_attempts)
+    mailing, added = intake.append(_id(mailing_id), request.stream, max_attempts=max_attempts)
     metrics.count_enqueued("api", added)
     response = jsonify(id=mailing.id, added=added, recipients=mailing.recipient_count)
     response.status_code = 201
@@ -102,16 +109,16 @@ def _moved(mailing_id: int, action: str, moved: int) -> Response:
 @bp.post("/mailings/<int:mailing_id>/pause")
 def pause_mailing(mailing_id: int) -> Response:
     """Hold the mailing's waiting recipients; those being sent finish. 409 if cancelled."""
-    return _moved(mailing_id, "pause", control.pause(mailing_id))
+    return _moved(mailing_id, "pause", control.pause(_id(mailing_id)))
 
 
 @bp.post("/mailings/<int:mailing_id>/resume")
 def resume_mailing(mailing_id: int) -> Response:
     """Make the held recipients due again. 409 if cancelled."""
-    return _moved(mailing_id, "resume", control.resume(mailing_id))
+    return _moved(mailing_id, "resume", control.resume(_id(mailing_id)))
 
 
 @bp.post("/mailings/<int:mailing_id>/cancel")
 def cancel_mailing(mailing_id: int) -> Response:
     """Cancel every waiting recipient of the mailing; those being sent finish."""
-    return _moved(mailing_id, "cancel", control.cancel(mailing_id))
+    return _moved(mailing_id, "cancel", control.cancel(_id(mailing_id)))

@@ -71,6 +71,7 @@ def _body(schema: str) -> Schema:
     return {"required": True, "content": {"application/json": {"schema": ref(f"schemas/{schema}")}}}
 
 
+MALFORMED = answer("Not JSON, or not an object.", "BatchRefused")
 TOO_LARGE = answer("The request over MAX_MESSAGE_BYTES, named in bytes; nothing was stored.",
                    "TooLarge")  # fmt: skip
 REFUSED = answer("Bad fields, templates or recipients, each named (index: the recipient's "
@@ -86,7 +87,7 @@ def create() -> Schema:
         "responses": {
             "201": answer("Stored whole: its id and how many recipients it holds.",
                           "MailingCreated"),
-            "400": answer("Not JSON, or not an object.", "BatchRefused"),
+            "400": answer("Not JSON, or not an object; a bad Idempotency-Key.", "BatchRefused"),
             "401": UNAUTHORIZED, "413": TOO_LARGE, "415": UNSUPPORTED, "422": REFUSED,
             "503": UNAVAILABLE,
         },
@@ -100,7 +101,7 @@ def append() -> Schema:
         "requestBody": _body("NewRecipients"),
         "responses": {
             "201": answer("How many were added, and the mailing's total.", "RecipientsAdded"),
-            "401": UNAUTHORIZED, "404": answer("No such mailing.", "Error"),
+            "400": MALFORMED, "401": UNAUTHORIZED, "404": answer("No such mailing.", "Error"),
             "409": answer("The mailing is cancelled.", "Error"), "413": TOO_LARGE,
             "415": UNSUPPORTED, "422": REFUSED, "503": UNAVAILABLE,
         },
