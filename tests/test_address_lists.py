@@ -12,8 +12,7 @@ from sqlalchemy import func, select
 from outbox import tokens
 from outbox.extensions import db
 from outbox.models import Message
-
-from .pages import csrf, parse
+from tests.support.pages import csrf, parse
 
 MESSAGES = "/api/messages"
 SMUGGLED = [

@@ -1,6 +1,5 @@
 """The HTTP API: enqueue, idempotency, read, resend, cancel; what it stores, on each database."""
 
-import base64
 import io
 import time
 from datetime import datetime
@@ -16,16 +15,12 @@ from werkzeug.test import encode_multipart
 from outbox import create_app, queue, tokens
 from outbox.checks import Upload
 from outbox.extensions import db, dispose_engines
-from outbox.models import Attempt, Message, utcnow
-from outbox.status import Retry, Status
-
-from . import outcomes
-from .conftest import base_config
-from .test_drafts import VALID
-
-MESSAGES = "/api/messages"
-STORED = ("messages", "attachments", "attachment_chunks")
-RETRY = Retry(delay=60, backoff=2, max_delay=3600)
+from outbox.models import Attempt, utcnow
+from outbox.status import Status
+from tests.support import outcomes
+from tests.support.api import MESSAGES, RETRY, VALID, auth, b64, nothing_stored, post, stored
+from tests.support.app import base_config
+from tests.support.rows import fresh
 
 
 @pytest.fixture
@@ -33,40 +28,9 @@ def token(app) -> str:
     return tokens.create("shop")
 
 
-def auth(token: str, key: str | None = None) -> dict[str, str]:
-    headers = {"Authorization": f"Bearer {token}"}
-    if key is not None:
-        headers["Idempotency-Key"] = key
-    return headers
-
-
-def post(client, token: str, body: object = VALID, key: str | None = None):
-    """A JSON message sent to the enqueue endpoint."""
-    return client.post(MESSAGES, json=body, headers=auth(token, key))
-
-
-def stored() -> dict[str, int]:
-    """Rows per table as another connection sees them: only what was committed."""
-    with db.engine.connect() as conn:
-        return {t: conn.execute(sa.text(f"SELECT COUNT(*) FROM {t}")).scalar_one() for t in STORED}
-
-
-def nothing_stored() -> bool:
-    return stored() == dict.fromkeys(STORED, 0)
-
-
-def fresh(message_id: int) -> Message:
-    db.session.expire_all()
-    return db.session.get(Message, message_id)
-
-
 def names(column: str) -> list[tuple[str, str]]:
     """(display name, address) pairs of a stored address column, names decoded."""
     return [(str(make_header(decode_header(n))), a) for n, a in getaddresses([column])]
-
-
-def b64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
 
 
 @pytest.mark.all_databases

@@ -13,11 +13,8 @@ from outbox.models import Message
 from outbox.queue import attachments, store
 from outbox.status import Status
 from outbox.worker import Tally, Worker
-
-from .conftest import base_config
-from .test_api import MESSAGES, VALID, auth, nothing_stored, post, stored
-
-BATCH = "/api/messages/batch"
+from tests.support.api import BATCH, MESSAGES, VALID, auth, nothing_stored, post, stored
+from tests.support.app import base_config
 
 
 @pytest.fixture

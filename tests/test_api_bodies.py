@@ -7,10 +7,8 @@ import pytest
 from flask import Flask
 
 from outbox import config, create_app, tokens
-
-from .conftest import base_config
-from .test_api import MESSAGES, VALID, auth, nothing_stored, stored
-from .test_api_batch import BATCH
+from tests.support.api import BATCH, MESSAGES, VALID, auth, nothing_stored, stored
+from tests.support.app import base_config
 
 ACCEPTED = ["application/json", "application/x-www-form-urlencoded", "multipart/form-data"]
 

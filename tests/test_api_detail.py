@@ -9,10 +9,10 @@ from outbox import queue, tokens
 from outbox.models import utcnow
 from outbox.status import Status
 from outbox.worker import Tally, Worker
-
-from . import outcomes
-from .pages import move_to
-from .test_api import MESSAGES, RETRY, VALID, auth, fresh
+from tests.support import outcomes
+from tests.support.api import MESSAGES, RETRY, VALID, auth
+from tests.support.pages import move_to
+from tests.support.rows import fresh
 
 NOTES_TYPE = "text/plain; charset=utf-8"
 

@@ -5,8 +5,7 @@ import subprocess
 from typing import Any
 
 from outbox import openapi, tokens
-
-from .client_served import Served, served  # noqa: F401 (a fixture)
+from tests.support.client_served import Served
 
 
 def curl(served: Served, token: str, path: str, *options: str) -> tuple[int, Any]:  # noqa: F811

@@ -8,10 +8,10 @@ from sqlalchemy.dialects import mysql, postgresql
 from outbox import queue, tokens, wire
 from outbox.api import listing
 from outbox.status import Status
-
-from .conftest import draft
-from .pages import move_to
-from .test_api import MESSAGES, auth, fresh
+from tests.support.api import MESSAGES, auth
+from tests.support.app import draft
+from tests.support.pages import move_to
+from tests.support.rows import fresh
 
 T0 = datetime(2026, 3, 1, 12, 0, 0)
 

@@ -9,8 +9,8 @@ from outbox import queue, tokens
 from outbox.extensions import db
 from outbox.models import Message, utcnow
 from outbox.status import Status
-
-from .test_api import MESSAGES, VALID, auth, fresh, post
+from tests.support.api import MESSAGES, VALID, auth, post
+from tests.support.rows import fresh
 
 
 @pytest.fixture

@@ -11,10 +11,8 @@ from outbox import audit, tokens
 from outbox.extensions import db
 from outbox.models import AuditEvent, utcnow
 from outbox.status import Status
-
-from .pages import csrf, move_to
-from .test_drafts import VALID
-from .test_web_auth import sign_in_form
+from tests.support.api import VALID
+from tests.support.pages import csrf, move_to, sign_in_form
 
 
 def trail() -> list[tuple]:

@@ -1,7 +1,5 @@
 """The bounce inbox and a bounced message's page in a real browser, at 390 and 1280 px."""
 
-# ruff: noqa: F811 (the fixtures imported from test_browser are this module's parameters)
-
 import time
 
 import pytest
@@ -9,21 +7,11 @@ from playwright.sync_api import expect
 
 from outbox.bounces import store
 from outbox.extensions import db
+from tests.support import bouncemail
+from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
 
-from . import bouncemail
-from .test_browser import (  # noqa: F401 (fixtures)
-    LIVE,
-    SCREENSHOTS,
-    browser,
-    chromium,
-    clean_console,
-    console,
-    site,
-    staff_tab,
-)
-from .test_browser_live import enqueue, fits, stored
-
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 LONG = "a-very-long-local-part-that-does-not-break-anywhere." * 2 + "x@example.org"
 
 

@@ -16,11 +16,8 @@ from outbox.bounces.settings import Mailbox, mailbox
 from outbox.extensions import db
 from outbox.models import BounceMail
 from outbox.worker import Worker
-
-from . import bouncemail, processes
-from .dovecot import *  # noqa: F403 (the dovecot fixture)
-from .test_queue import fresh
-from .test_recipients import states
+from tests.support import bouncemail, processes
+from tests.support.rows import fresh, states
 
 BOUNCES = "bounces@example.com"
 

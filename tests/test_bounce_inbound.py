@@ -8,7 +8,6 @@ import socket
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -21,31 +20,11 @@ from outbox.models import BounceMail, WebhookDelivery
 from outbox.status import Status
 from outbox.webhooks import endpoints, run_due
 from outbox.worker import Worker
-
-from . import bouncemail, processes
-from .receiver import Receiver
-from .smtpd import Received, Recorder, RecordingController, free_port
-from .test_queue import fresh
-from .test_recipients import states
-
-BOUNCES = "bounces@example.com"
-MAX_BYTES = 200_000
-
-
-@pytest.fixture
-def listener(app, tmp_path) -> Iterator[int]:  # type: ignore[no-untyped-def]
-    """`outbox bounces --listen` on a free loopback port, on the test's database; its port."""
-    port = free_port()
-    env = dict(os.environ, OUTBOX_DATABASE_URL=app.config["DATABASE_URL"],
-               OUTBOX_INSTANCE_PATH=str(tmp_path), OUTBOX_SECRET_KEY=app.secret_key,
-               OUTBOX_BOUNCE_ADDRESS=BOUNCES, OUTBOX_BOUNCE_MAX_BYTES=str(MAX_BYTES))  # fmt: skip
-    command = [sys.executable, "-m", "outbox", "bounces", "--listen", f"127.0.0.1:{port}"]
-    with processes.group(command, env=env, stdout=processes.subprocess.PIPE, text=True) as server:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert line.startswith(f"taking bounces for {BOUNCES} on 127.0.0.1:{port}"), line
-        yield port
-        assert processes.end(server) == 0
+from tests.support import bouncemail, processes
+from tests.support.bouncemail import BOUNCES, MAX_BYTES
+from tests.support.receiver import Receiver
+from tests.support.rows import fresh, states
+from tests.support.smtpd import Received, Recorder, RecordingController, free_port
 
 
 def sent(app, smtp, make_message, to: list[str]) -> tuple[int, dict[str, str]]:  # type: ignore[no-untyped-def]

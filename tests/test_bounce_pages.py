@@ -4,9 +4,8 @@ import re
 
 from outbox.bounces import store
 from outbox.worker import Worker
-
-from . import bouncemail
-from .test_roles import as_role
+from tests.support import bouncemail
+from tests.support.pages import as_role
 
 BOUNCES = "bounces@example.com"
 

@@ -3,8 +3,7 @@
 import pytest
 
 from outbox.bounces import parse
-
-from . import bouncemail
+from tests.support import bouncemail
 
 TO, WHO, MID = "bounces+1-0-aaaaaaaaaaaaaaaa@example.com", "ann@example.org", "<m1@example.com>"
 

@@ -1,8 +1,6 @@
 """The whole loop with a real Postfix: it takes the mail, the next hop refuses a recipient,
 Postfix writes its own bounce and hands it to `outbox bounces --listen`."""
 
-# ruff: noqa: F811 (the listener fixture imported from test_bounce_inbound)
-
 import time
 from dataclasses import dataclass
 
@@ -13,11 +11,9 @@ from outbox.extensions import db
 from outbox.models import BounceMail
 from outbox.status import Status
 from outbox.worker import Worker
-
-from .postfix import POSTFIX, Postfix, require
-from .test_bounce_inbound import BOUNCES, listener  # noqa: F401 (fixture)
-from .test_queue import fresh
-from .test_recipients import states
+from tests.support.bouncemail import BOUNCES
+from tests.support.postfix import POSTFIX, Postfix, require
+from tests.support.rows import fresh, states
 
 OK, GONE = "ok@example.org", "gone@example.org"
 

@@ -16,11 +16,9 @@ from outbox.models import AuditEvent, BounceMail, WebhookDelivery, utcnow
 from outbox.status import Retry, Status
 from outbox.webhooks import endpoints
 from outbox.worker import Worker
-
-from . import bouncemail, outcomes
-from .test_queue import fresh
-from .test_recipients import states
-from .test_worker import store as write
+from tests.support import bouncemail, outcomes
+from tests.support.rows import fresh, states
+from tests.support.rows import store as write
 
 BOUNCES = "bounces@example.com"
 A, B = "a@example.com", "b@example.com"

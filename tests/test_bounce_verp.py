@@ -6,10 +6,8 @@ from outbox import config as settings
 from outbox.bounces import verp
 from outbox.status import Status
 from outbox.worker import Worker
-
-from .test_postfix import send
-from .test_queue import fresh
-from .test_recipients import states
+from tests.support.rows import fresh, states
+from tests.support.wire import send
 
 A, B, C = "a@example.com", "b@example.com", "c@example.com"
 BOUNCES = "bounces@example.com"

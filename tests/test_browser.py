@@ -1,270 +1,34 @@
 """The staff pages in a real Chromium against a live server, a real worker and SMTP server."""
 
-import os
 import re
-import signal
-import subprocess
-import sys
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from email import message_from_bytes, policy
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from flask import Flask
-from flask_migrate import upgrade
-from sqlalchemy import func, select
-from werkzeug.serving import WSGIRequestHandler, make_server
 
-from outbox import accounts, create_app, reports
-from outbox.extensions import db, dispose_engines
-from outbox.models import WorkerBeat
-
-from . import processes
-from .smtpd import SmtpServer, free_port
-
-
-def unavailable(reason: str) -> NoReturn:
-    """Skip the browser tests, or fail them under CI, where the browser must be there."""
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason, pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
-
+from outbox import reports
+from tests.support.browser import (
+    LIVE,
+    SCREENSHOTS,
+    STAFF,
+    compose,
+    new_page,
+    received,
+    same_document,
+    sign_in,
+    unavailable,
+)
 
 try:
-    from playwright.sync_api import (
-        Browser,
-        ConsoleMessage,
-        Page,
-        Response,
-        expect,
-        sync_playwright,
-    )
+    from playwright.sync_api import Page, Response, expect
 except ImportError:
     unavailable("the playwright package is not installed (pip install playwright)")
 
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
-# Debian's Chromium, never a browser Playwright downloads.
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-]  # fmt: skip
-SCREENSHOTS = Path(__file__).parent / "screenshots"
-STAFF = ("staff@example.com", "correct horse battery")
-SENDER = "outbox@example.com"
-LIVE = 15_000  # milliseconds to wait for something the worker and htmx polling bring
 IN_FLIGHT = re.compile(r"^(queued|sending)$")
-
-
-class QuietHandler(WSGIRequestHandler):
-    """Werkzeug's handler without a log line per request (htmx polls every second)."""
-
-    def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
-        pass
-
-
-@dataclass
-class Site:
-    url: str
-    app: Flask
-    smtp: SmtpServer
-
-
-@pytest.fixture(scope="module", autouse=True)
-def chromium() -> Path:
-    """Checked first, so that nothing is started for tests that cannot run."""
-    if not CHROMIUM.exists():
-        unavailable(f"{CHROMIUM} is missing (apt-get install chromium); no browser is downloaded")
-    return CHROMIUM
-
-
-def _wait_for_heartbeat(app: Flask, worker: subprocess.Popen) -> None:  # type: ignore[type-arg]
-    """Until the worker's first tick: its stop handlers are in place from then on.
-
-    A module of one quick test would otherwise stop a worker still importing, which
-    SIGTERM kills outright (exit -15) instead of stopping it cleanly.
-    """
-    deadline = time.monotonic() + 60
-    with app.app_context():
-        while not db.session.scalar(select(func.count()).select_from(WorkerBeat)):
-            db.session.rollback()
-            assert worker.poll() is None, "the worker exited before its first tick"
-            assert time.monotonic() < deadline, "the worker did not tick within 60 s"
-            time.sleep(0.1)
-        db.session.rollback()
-
-
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    """Migrated SQLite file, live web server, SMTP server, a worker process, a staff account."""
-    tmp = tmp_path_factory.mktemp("browser")
-    url = f"sqlite:///{tmp / 'outbox.sqlite3'}"
-    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "browser-test",
-                      "MAIL_DEFAULT_SENDER": SENDER, "POLL_INTERVAL": 1.0})  # fmt: skip
-    app.instance_path = str(tmp)
-    with app.app_context():
-        upgrade()
-        accounts.create_user(*STAFF)
-    smtp = SmtpServer().start()
-    server = make_server("127.0.0.1", free_port(), app, threaded=True, request_handler=QuietHandler)
-    serving = threading.Thread(target=server.serve_forever, name="live-server")
-    serving.start()
-    env = dict(os.environ, OUTBOX_DATABASE_URL=url, OUTBOX_INSTANCE_PATH=str(tmp),
-               OUTBOX_MAIL_PORT=str(smtp.port), OUTBOX_MAIL_DEFAULT_SENDER=SENDER,
-               OUTBOX_POLL_INTERVAL="1", OUTBOX_RETRY_DELAY="1")  # fmt: skip
-    log_path = tmp / "worker.log"
-    log = log_path.open("w")
-    worker = processes.start([sys.executable, "-m", "outbox", "worker"], env=env,
-                             stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
-    try:
-        _wait_for_heartbeat(app, worker)
-        yield Site(f"http://127.0.0.1:{server.port}", app, smtp)
-    finally:
-        processes.end(worker, signal.SIGTERM, timeout=15)
-        log.close()
-        server.shutdown()
-        serving.join()
-        server.server_close()
-        smtp.stop()
-        with app.app_context():
-            dispose_engines()
-    assert worker.returncode == 0, f"the worker did not stop cleanly:\n{log_path.read_text()}"
-
-
-@dataclass
-class Console:
-    """Every console error and uncaught exception of the pages watched; CSP reports land here."""
-
-    errors: list[str] = field(default_factory=list)
-    checked: int = 0  # errors before this index have been reported already
-    allowed: list[re.Pattern[str]] = field(default_factory=list)
-
-    def watch(self, page: Page) -> None:
-        page.on("console", self._message)
-        page.on("pageerror", lambda exc: self.errors.append(f"uncaught on {page.url}: {exc}"))
-
-    def _message(self, message: ConsoleMessage) -> None:
-        if message.type == "error":
-            self.errors.append(f"{message.location.get('url')}: {message.text}")
-
-    def allow_status(self, url: str, status: int) -> None:
-        """The current test expects url to answer status: Chromium logs that as an error."""
-        logged = f"Failed to load resource: the server responded with a status of {status} "
-        self.allowed.append(re.compile(f"^{re.escape(url)}: {re.escape(logged)}"))
-
-    def unreported(self) -> list[str]:
-        new, self.checked = self.errors[self.checked :], len(self.errors)
-        found = [error for error in new if not any(p.search(error) for p in self.allowed)]
-        self.allowed.clear()
-        return found
-
-
-@pytest.fixture(scope="module")
-def console() -> Iterator[Console]:
-    watched = Console()
-    yield watched
-    assert not watched.unreported(), "console errors after the last test"
-
-
-@pytest.fixture(autouse=True)
-def clean_console(console: Console) -> Iterator[None]:
-    """Fail the test during (or after the one before) which a page logged an error."""
-    yield
-    errors = console.unreported()
-    assert not errors, "errors in the browser console:\n" + "\n".join(errors)
-
-
-@pytest.fixture(scope="module")
-def browser(chromium: Path) -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(chromium), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@contextmanager
-def new_page(browser: Browser, site: Site, console: Console) -> Iterator[Page]:
-    context = browser.new_context(base_url=site.url, viewport={"width": 1280, "height": 900})
-    try:
-        page = context.new_page()
-        console.watch(page)
-        yield page
-    finally:
-        context.close()
-
-
-@pytest.fixture(scope="module")
-def staff_page(browser: Browser, site: Site, console: Console) -> Iterator[Page]:
-    """One tab, signed in through the form, that the scenario tests walk through in turn."""
-    SCREENSHOTS.mkdir(exist_ok=True)
-    with new_page(browser, site, console) as page:
-        page.goto("/")
-        sign_in(page, *STAFF)
-        expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
-        yield page
-
-
-@contextmanager
-def staff_tab(
-    browser: Browser,
-    site: Site,
-    console: Console,
-    width: int,
-    zone: str = "UTC",
-    javascript: bool = True,
-) -> Iterator[Page]:
-    """A signed-in tab of that width, in a context of its own whose clock runs in zone."""
-    context = browser.new_context(base_url=site.url, viewport={"width": width, "height": 900},
-                                  timezone_id=zone, java_script_enabled=javascript)  # fmt: skip
-    try:
-        page = context.new_page()
-        console.watch(page)
-        page.goto("/sign-in")
-        sign_in(page, *STAFF)
-        expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
-        yield page
-    finally:
-        context.close()
-
-
-def sign_in(page: Page, email: str, password: str) -> None:
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Sign in").click()
-
-
-def compose(page: Page, to: str, subject: str, text: str, **more: Any) -> int:
-    """Fill the compose form from the nav link, send it, and return the new message's id."""
-    page.get_by_role("link", name="Compose", exact=True).click()
-    page.get_by_label("To", exact=True).fill(to)
-    page.get_by_label("Subject", exact=True).fill(subject)
-    page.get_by_label("Text body", exact=True).fill(text)
-    if "html" in more:
-        page.get_by_label("HTML body", exact=True).fill(more["html"])
-    if "send_after" in more:  # in the browser's zone, behind "More options"
-        page.locator("details.more > summary").click()
-        page.get_by_label("Send after", exact=True).fill(more["send_after"])
-    if "files" in more:
-        page.get_by_label("Attachments", exact=True).set_input_files(more["files"])
-    page.get_by_role("button", name="Send", exact=True).click()
-    expect(page).to_have_url(re.compile(r"/messages/\d+$"))
-    return int(page.url.rsplit("/", 1)[1])
-
-
-@contextmanager
-def same_document(page: Page) -> Iterator[None]:
-    """Prove that what happens inside comes from htmx, not from a reload or navigation."""
-    page.evaluate("window.__sameDocument = true")
-    yield
-    assert page.evaluate("window.__sameDocument === true"), "the page was reloaded"
 
 
 def status_of(page: Page) -> Any:
@@ -273,13 +37,6 @@ def status_of(page: Page) -> Any:
 
 def attempts_of(page: Page) -> Any:
     return page.locator("#state table.attempts tbody tr")
-
-
-def received(site: Site, subject: str) -> Any:
-    mails = [message_from_bytes(r.content, policy=policy.default) for r in site.smtp.received]
-    found = [mail for mail in mails if mail["Subject"] == subject]
-    assert len(found) == 1, f"{len(found)} mails with subject {subject!r} received"
-    return found[0]
 
 
 def test_sign_in_form_refuses_a_wrong_password_then_lets_staff_in(browser, site, console):

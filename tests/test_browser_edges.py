@@ -5,21 +5,15 @@ import base64
 
 import pytest
 
-from . import test_browser as shared
-from .test_browser import LIVE, Site, staff_tab
-from .test_browser_pages import settled, store
-
-# The shared fixtures, as this module's own (one live site, worker and browser per module).
-browser, chromium, clean_console, console, site = (
-    shared.browser, shared.chromium, shared.clean_console, shared.console, shared.site
-)  # fmt: skip
+from tests.support.browser import LIVE, Site, settled, staff_tab, store
 
 try:
     from playwright.sync_api import Request, expect
-except ImportError:  # test_browser skipped the module already
+except ImportError:  # the chromium fixture skips the module's tests
     pass
 
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
 MIB = 1024 * 1024
 

@@ -1,5 +1,4 @@
 """Compose and the live dashboard in a real Chromium, at phone and desktop width."""
-# ruff: noqa: F811 (the fixtures imported from test_browser are the test functions arguments)
 
 import re
 import time
@@ -8,69 +7,23 @@ from datetime import datetime
 import pytest
 from flask import request
 from playwright.sync_api import Page, expect
-from sqlalchemy import select
 
-from outbox import queue
-from outbox.drafts import build_draft
-from outbox.extensions import db
-from outbox.models import Message
 from outbox.web import dashboard
-
-from .test_browser import (  # noqa: F401 (fixtures)
+from tests.support.browser import (
     LIVE,
     SCREENSHOTS,
-    SENDER,
     STAFF,
-    Console,
-    Site,
-    browser,
-    chromium,
-    clean_console,
-    console,
+    WIDTHS,
+    enqueue,
+    fits,
     same_document,
     sign_in,
-    site,
     staff_tab,
+    stored,
 )
 
-pytestmark = pytest.mark.browser
-WIDTHS = (390, 1280)
-
-
-# The elements of the page's own content that reach past the right edge of the viewport.
-PAST_THE_EDGE = """() => {
-  const edge = document.documentElement.clientWidth + 0.5;
-  return [...document.querySelectorAll("main, main *")]
-    .map(e => [e, e.getBoundingClientRect().right])
-    .filter(([, right]) => right > edge)
-    .map(([e, right]) => `${e.tagName.toLowerCase()}.${e.className} ${right}`);
-}"""
-
-
-def fits(page: Page, width: int) -> None:
-    """Nothing in the page's content reaches past the viewport: no sideways scrolling.
-
-    The header is the layout's (its own test holds it at 390 px); this holds what is below.
-    """
-    assert page.evaluate("document.documentElement.clientWidth") <= width
-    assert page.evaluate(PAST_THE_EDGE) == [], f"wider than {width} px"
-
-
-def enqueue(site: Site, to: str, subject: str) -> int:
-    """A message queued as the API would; the site's worker sends it."""
-    with site.app.app_context():
-        draft = build_draft({"to": to, "subject": subject, "text": "Hi"}, SENDER)
-        message, _ = queue.enqueue(draft, source="test", max_attempts=1)
-        db.session.remove()
-        return message.id
-
-
-def stored(site: Site, subject: str) -> Message:
-    with site.app.app_context():
-        found = db.session.execute(select(Message).where(Message.subject == subject)).scalar_one()
-        db.session.expunge(found)
-        db.session.remove()
-        return found
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
 
 def tile(page: Page, name: str):  # type: ignore[no-untyped-def]

@@ -1,8 +1,6 @@
 """The mailing page in a real browser: progress that follows the worker live, and Pause,
 Resume and Cancel in place (htmx)."""
 
-# ruff: noqa: F811 (the fixtures imported from test_browser are this module's parameters)
-
 import io
 import json
 from datetime import timedelta
@@ -13,20 +11,10 @@ from playwright.sync_api import expect
 from outbox.extensions import db
 from outbox.mailings import intake
 from outbox.models import utcnow
+from tests.support.browser import LIVE, SCREENSHOTS, fits, staff_tab
 
-from .test_browser import (  # noqa: F401 (fixtures)
-    LIVE,
-    SCREENSHOTS,
-    browser,
-    chromium,
-    clean_console,
-    console,
-    site,
-    staff_tab,
-)
-from .test_browser_live import fits
-
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
 
 def mailing(site, count: int, **fields) -> int:  # type: ignore[no-untyped-def]

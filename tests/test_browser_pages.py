@@ -3,57 +3,35 @@
 import base64
 import re
 import struct
-import time
 import zlib
-from typing import Any
 
 import pytest
 from sqlalchemy import select
 
-from outbox import queue
-from outbox.drafts import build_draft
 from outbox.extensions import db
 from outbox.models import Message
 from outbox.submission import queue_raw
-
-from . import test_browser as shared
-from .test_browser import LIVE, SCREENSHOTS, SENDER, STAFF, Site, staff_tab
-
-# The shared fixtures, as this module's own (one live site, worker and browser per module).
-browser, chromium, clean_console, console, site = (
-    shared.browser, shared.chromium, shared.clean_console, shared.console, shared.site
-)  # fmt: skip
+from tests.support.browser import (
+    SCREENSHOTS,
+    WIDTHS,
+    Site,
+    screenshot_fits,
+    settled,
+    staff_tab,
+    store,
+)
 
 try:
-    from playwright.sync_api import Page, expect
-except ImportError:  # test_browser skipped the module already
+    from playwright.sync_api import expect
+except ImportError:  # the chromium fixture skips the module's tests
     pass
 
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
-WIDTHS = (390, 1280)
+
 LONG = "a.very.long.mailbox.name.that.goes.on@subdomain.of.an.example-company.example"
 REMOTE_HTML = '<p>Hi <img src="https://tracker.example/pixel.gif" alt=""> there</p>'
-
-
-def store(site: Site, to: str, subject: str, **more: Any) -> int:
-    """A message queued as the API would queue it."""
-    with site.app.app_context():
-        draft = build_draft({"to": to, "subject": subject, "text": "Hello", **more}, SENDER)
-        message, _ = queue.enqueue(draft, source="api:shop-backend", max_attempts=2)
-        return message.id
-
-
-def settled(site: Site, *ids: int) -> dict[int, str]:
-    """Wait for the worker to finish with the messages; their statuses."""
-    deadline = time.monotonic() + LIVE / 1000
-    while True:
-        with site.app.app_context():
-            found = dict(db.session.execute(select(Message.id, Message.status)
-                                            .where(Message.id.in_(ids))).all())  # fmt: skip
-        if all(s in ("sent", "failed") for s in found.values()) or time.monotonic() > deadline:
-            return found
-        time.sleep(0.2)
 
 
 @pytest.fixture(scope="module")
@@ -79,24 +57,6 @@ def shown(site: Site) -> dict[str, int]:
     return ids
 
 
-def fits(page: Page, name: str, width: int) -> None:
-    """Nothing scrolls sideways; the user and Sign out are in view; a screenshot kept."""
-    page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
-    scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    wide = page.evaluate(
-        "Array.from(document.querySelectorAll('body *')).filter(e => e.getBoundingClientRect()"
-        ".right > window.innerWidth + 1).slice(0, 5).map(e => e.tagName + '.' + e.className)"
-    )
-    assert scroll <= inner, f"{name} at {width} px scrolls sideways: {scroll} > {inner}: {wide}"
-    if name != "sign-in":
-        user = page.locator(".sign-out .user")
-        expect(user).to_have_text(STAFF[0])
-        expect(user).to_be_in_viewport()
-        expect(page.get_by_role("button", name="Sign out")).to_be_in_viewport()
-        box = page.get_by_role("button", name="Sign out").bounding_box()
-        assert box is not None and box["x"] + box["width"] <= width
-
-
 @pytest.mark.parametrize("width", WIDTHS)
 def test_every_page_fits_the_width_with_the_user_and_sign_out_in_view(
     browser, site, console, shown, width
@@ -107,7 +67,7 @@ def test_every_page_fits_the_width_with_the_user_and_sign_out_in_view(
         page = context.new_page()
         console.watch(page)
         page.goto("/sign-in")
-        fits(page, "sign-in", width)
+        screenshot_fits(page, "sign-in", width)
     finally:
         context.close()
     with staff_tab(browser, site, console, width) as page:
@@ -119,12 +79,12 @@ def test_every_page_fits_the_width_with_the_user_and_sign_out_in_view(
         }  # fmt: skip
         for name, path in pages.items():
             page.goto(path)
-            fits(page, name, width)
+            screenshot_fits(page, name, width)
         for path, code in (("/messages/987654321", 404), ("/no/such/page", 404)):
             console.allow_status(f"{site.url}{path}", code)
             page.goto(path)
             expect(page.get_by_role("heading", name="Not found")).to_be_visible()
-            fits(page, f"error-{code}", width)
+            screenshot_fits(page, f"error-{code}", width)
         page.goto(f"/messages/{shown['sent']}")
         expect(page.get_by_text("Remote images were not loaded")).to_have_count(0)
         page.goto(f"/messages/{shown['html']}")
@@ -228,7 +188,7 @@ def test_without_javascript_send_again_goes_through_a_confirmation_page(
         page.goto(f"/messages/{pk}")
         page.get_by_role("button", name="Send again").click()
         expect(page.get_by_role("heading", level=1)).to_have_text(f"Send message #{pk} again?")
-        fits(page, "confirm", 390)
+        screenshot_fits(page, "confirm", 390)
         page.get_by_role("link", name="No, go back").click()
         expect(page).to_have_url(f"{site.url}/messages/{pk}")
         with site.app.app_context():
@@ -267,7 +227,7 @@ def test_bulk_resend_does_what_each_row_allows_asks_first_and_says_how_many(
             )
         finally:
             site.smtp.recorder.delay = 0
-        fits(page, "outbox-bulk", 390)
+        screenshot_fits(page, "outbox-bulk", 390)
         assert settled(site, more, shown["failed"]) == {more: "sent", shown["failed"]: "sent"}
         page.get_by_role("checkbox", name=f"Choose message #{later}").check()
         page.once("dialog", lambda dialog: dialog.accept())
@@ -301,7 +261,7 @@ def test_a_mail_handed_over_by_smtp_shows_its_bodies_and_downloads_as_it_came(
         expect(frame.locator("b")).to_have_text("HTML")
         expect(page.locator("ul.attachments")).to_contain_text("lines.csv")
         expect(page.locator("dl.facts").first).to_contain_text("by smtp:shop")
-        fits(page, "raw-message", width)
+        screenshot_fits(page, "raw-message", width)
         with page.expect_download() as download:
             page.get_by_role("link", name="Download the mail (.eml)").click()
         path = download.value.path()
@@ -346,4 +306,4 @@ def test_the_html_body_shows_its_inline_image_and_nothing_remote(browser, site, 
             "inline in the HTML as cid:logo@shop.example"
         )
         expect(page.locator("dl.facts").first).to_contain_text("order 4711")
-        fits(page, "inline-message", width)
+        screenshot_fits(page, "inline-message", width)

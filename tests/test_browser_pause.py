@@ -1,27 +1,15 @@
 """Pause and resume in a real browser: the dashboard's button, the banners, the worker waiting."""
 
-# ruff: noqa: F811 (the fixtures imported from test_browser are this module's parameters)
-
 import time
 
 import pytest
 from playwright.sync_api import expect
 
 from outbox import pause
+from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
 
-from .test_browser import (  # noqa: F401 (fixtures)
-    LIVE,
-    SCREENSHOTS,
-    browser,
-    chromium,
-    clean_console,
-    console,
-    site,
-    staff_tab,
-)
-from .test_browser_live import enqueue, fits, stored
-
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
 
 @pytest.mark.parametrize("width", (390, 1280))

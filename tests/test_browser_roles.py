@@ -6,21 +6,15 @@ import pytest
 
 from outbox import accounts, queue
 from outbox.drafts import build_draft
-
-from . import test_browser as shared
-from .test_browser import SENDER, Site, sign_in
-
-# The shared fixtures, as this module's own (one live site, worker and browser per module).
-browser, chromium, clean_console, console, site = (
-    shared.browser, shared.chromium, shared.clean_console, shared.console, shared.site
-)  # fmt: skip
+from tests.support.browser import SENDER, Site, sign_in
 
 try:
     from playwright.sync_api import Browser, expect
-except ImportError:  # test_browser skipped the module already
+except ImportError:  # the chromium fixture skips the module's tests
     pass
 
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 VIEWER = ("viewer@example.com", "viewer password")
 
 

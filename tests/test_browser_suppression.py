@@ -1,25 +1,14 @@
 """The suppression list in a real Chromium, at phone and desktop width, with a live worker."""
-# ruff: noqa: F811 (the fixtures imported from test_browser are the test functions arguments)
 
 import re
 
 import pytest
 from playwright.sync_api import expect
 
-from .test_browser import (  # noqa: F401 (fixtures)
-    LIVE,
-    SCREENSHOTS,
-    browser,
-    chromium,
-    clean_console,
-    compose,
-    console,
-    site,
-    staff_tab,
-)
-from .test_browser_live import enqueue, fits
+from tests.support.browser import LIVE, SCREENSHOTS, compose, enqueue, fits, staff_tab
 
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
 
 @pytest.mark.parametrize("width", (390, 1280))

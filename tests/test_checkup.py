@@ -1,5 +1,4 @@
 """`outbox check`: each check against a real SMTP server and database, with its hint on failure."""
-# ruff: noqa: F811 (the fixtures imported from test_tls are the test functions' arguments)
 
 import os
 import socket
@@ -10,33 +9,9 @@ import pytest
 from flask_migrate import downgrade, upgrade
 
 from outbox.extensions import db, dispose_engines
-
-from .smtpd import free_port
-from .test_health import revisions
-from .test_tls import (  # noqa: F401 (ca, ca_file, good_cert: fixtures)
-    PASSWORD,
-    USER,
-    Server,
-    ca,
-    ca_file,
-    good_cert,
-    point_at,
-)
-
-
-def check(runner):  # type: ignore[no-untyped-def]
-    result = runner.invoke(args=["check"])
-    return result.exit_code, result.output
-
-
-def line(output: str, name: str) -> str:
-    """The result line of one check, and its hint line if it has one."""
-    lines = output.splitlines()
-    for n, text in enumerate(lines):
-        if text[6:].startswith(name + " "):
-            hint = lines[n + 1] if n + 1 < len(lines) and "fix:" in lines[n + 1] else ""
-            return f"{text}\n{hint}".strip()
-    raise AssertionError(f"no {name} line in:\n{output}")
+from tests.support.checks import check, line, revisions
+from tests.support.smtpd import free_port
+from tests.support.tlscerts import PASSWORD, USER, Server, point_at
 
 
 @pytest.mark.all_databases

@@ -9,8 +9,7 @@ from flask_migrate import upgrade
 from outbox import accounts, create_app, queue, reports, rollups, tokens
 from outbox.extensions import Base, db, dispose_engines
 from outbox.models import ApiToken, utcnow
-
-from .conftest import base_config
+from tests.support.app import base_config
 
 
 @pytest.mark.all_databases

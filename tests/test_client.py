@@ -27,9 +27,8 @@ from outbox.extensions import db
 from outbox.models import Message
 from outbox.tally import Tally
 from outbox.worker import Worker
-
-from .client_served import serve, served  # noqa: F401 (a fixture)
-from .smtpd import free_port
+from tests.support.client_served import serve
+from tests.support.smtpd import free_port
 
 # Bytes no text encoding leaves alone: every byte value, CR and LF among them.
 BINARY = bytes(range(256)) * 4

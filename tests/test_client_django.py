@@ -17,8 +17,7 @@ from outbox.models import Message
 from outbox.queue.store import BATCH_KEY_SEPARATOR
 from outbox.tally import Tally
 from outbox.worker import Worker
-
-from .client_served import Served, served  # noqa: F401 (a fixture)
+from tests.support.client_served import Served
 
 PROJECT = Path(__file__).with_name("django_project")
 IMAGE = b"\x89PNG\r\n\x1a\n" + bytes(range(256))  # as shop/views.py attaches it

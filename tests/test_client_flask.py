@@ -16,8 +16,6 @@ from outbox.models import Message
 from outbox.tally import Tally
 from outbox.worker import Worker
 
-from .client_served import served  # noqa: F401 (a fixture)
-
 PDF = b"%PDF-1.4\r\n" + bytes(range(256))
 
 

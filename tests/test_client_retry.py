@@ -10,8 +10,7 @@ from outbox import tokens
 from outbox.client import Client, Email, Unavailable
 from outbox.extensions import db
 from outbox.models import Message
-
-from .client_served import Proxy, serve, served  # noqa: F401 (a fixture)
+from tests.support.client_served import Proxy, serve
 
 SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),
            pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip

@@ -10,8 +10,7 @@ from sqlalchemy import func, select
 from outbox.extensions import db
 from outbox.models import Message
 from outbox.web.compose import in_utc, zone_named
-
-from .pages import csrf, parse
+from tests.support.pages import compose, csrf, parse
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -59,14 +58,9 @@ def stored_send_after() -> datetime | None:
     return row.send_after
 
 
-def post(client, **fields):  # type: ignore[no-untyped-def]
-    form = {"csrf_token": csrf(client), "to": "ann@example.com", "text": "Hi", **fields}
-    return client.post("/messages/new", data=form)
-
-
 @pytest.mark.all_databases
 def test_a_send_after_typed_in_berlin_is_stored_as_its_utc_instant(signed_in):
-    response = post(signed_in, send_after="2030-07-01T09:30:05", zone="Europe/Berlin")
+    response = compose(signed_in, send_after="2030-07-01T09:30:05", zone="Europe/Berlin")
     assert response.status_code == 302
     assert stored_send_after() == datetime(2030, 7, 1, 7, 30, 5)
     row = db.session.execute(select(Message)).scalar_one()
@@ -74,7 +68,7 @@ def test_a_send_after_typed_in_berlin_is_stored_as_its_utc_instant(signed_in):
 
 
 def test_without_a_zone_the_time_is_utc(signed_in):
-    assert post(signed_in, send_after="2030-07-01T09:30").status_code == 302
+    assert compose(signed_in, send_after="2030-07-01T09:30").status_code == 302
     assert stored_send_after() == datetime(2030, 7, 1, 9, 30)
 
 
@@ -87,7 +81,7 @@ def error_of(page, name: str) -> str:  # type: ignore[no-untyped-def]
 
 
 def test_a_time_in_the_spring_gap_is_an_error_beside_the_field(signed_in):
-    response = post(signed_in, send_after="2030-03-31T02:30", zone="Europe/Berlin")
+    response = compose(signed_in, send_after="2030-03-31T02:30", zone="Europe/Berlin")
     assert response.status_code == 422 and messages() == 0
     page = parse(response)
     assert error_of(page, "send_after").startswith("2030-03-31 02:30 does not exist in Europe")
@@ -96,10 +90,10 @@ def test_a_time_in_the_spring_gap_is_an_error_beside_the_field(signed_in):
 
 
 def test_an_unknown_zone_is_an_error_only_when_a_time_is_given(signed_in):
-    response = post(signed_in, send_after="2030-01-01T10:00", zone="Mars/Olympus")
+    response = compose(signed_in, send_after="2030-01-01T10:00", zone="Mars/Olympus")
     assert response.status_code == 422 and messages() == 0
     assert "'Mars/Olympus' is not a time zone" in error_of(parse(response), "send_after")
-    assert post(signed_in, zone="Mars/Olympus").status_code == 302 and messages() == 1
+    assert compose(signed_in, zone="Mars/Olympus").status_code == 302 and messages() == 1
 
 
 def test_an_error_keeps_every_field_as_typed_and_names_the_files_to_choose_again(signed_in):
@@ -133,10 +127,10 @@ def test_more_options_are_folded_until_one_of_them_has_a_value(signed_in):
     inside = {e["name"] for e in more.find_all("input")}
     assert inside == {"cc", "bcc", "reply_to", "priority", "send_after"}
     # An error elsewhere, with a value folded: open.
-    page = parse(post(signed_in, to="", bcc="x@example.com"))
+    page = parse(compose(signed_in, to="", bcc="x@example.com"))
     assert page.find("details", class_="more").get("open") is not None
     # An error elsewhere, nothing folded has a value: stays folded, no files to name.
-    page = parse(post(signed_in, to=""))
+    page = parse(compose(signed_in, to=""))
     assert page.find("details", class_="more").get("open") is None
     assert page.find_all("p", class_="files-again") == []
 

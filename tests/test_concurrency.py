@@ -10,62 +10,13 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
 
 from outbox.extensions import db
-from outbox.models import Attempt, Message
+from outbox.models import Attempt
 from outbox.status import Status
-
-from . import processes
-from .conftest import draft as make_draft
-
-OUTBOX = [sys.executable, "-m", "outbox"]
-
-
-def worker_env(app, smtp, tmp_path, **extra: object) -> dict[str, str]:  # type: ignore[no-untyped-def]
-    env = dict(os.environ)
-    env.update(
-        OUTBOX_DATABASE_URL=app.config["DATABASE_URL"],
-        OUTBOX_INSTANCE_PATH=str(tmp_path),
-        OUTBOX_MAIL_PORT=str(smtp.port),
-        OUTBOX_MAIL_DEFAULT_SENDER="outbox@example.com",
-        OUTBOX_BATCH_SIZE="50",
-        OUTBOX_SMTP_TIMEOUT="5",
-    )
-    env.update({f"OUTBOX_{k}": str(v) for k, v in extra.items()})
-    return env
-
-
-def enqueue_many(count: int) -> list[str]:
-    """Insert count queued messages in one statement; return their Message-IDs."""
-    from outbox import queue
-
-    draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
-    first, _ = queue.enqueue(draft, source="test", max_attempts=5)
-    rows = [
-        {c.key: getattr(first, c.key) for c in Message.__table__.columns if c.key != "id"}
-        | {"message_id": f"<bulk-{n}@example.com>", "subject": f"bulk {n}"}
-        for n in range(1, count)
-    ]
-    db.session.execute(sa.insert(Message), rows)
-    db.session.commit()
-    return [first.message_id] + [r["message_id"] for r in rows]
-
-
-def statuses() -> Counter[str]:
-    db.session.expire_all()
-    rows = db.session.execute(sa.select(Message.status, sa.func.count()).group_by(Message.status))
-    counts = Counter(dict(rows.all()))
-    db.session.commit()
-    return counts
-
-
-def wait_until(predicate, timeout: float) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out waiting")
-        time.sleep(0.05)
+from tests.support import processes
+from tests.support.rows import enqueue_many, statuses
+from tests.support.workers import OUTBOX, wait_until, worker_env
 
 
 @pytest.mark.all_databases

@@ -42,9 +42,8 @@ from flask_migrate import upgrade
 from outbox import create_app, tokens
 from outbox.extensions import dispose_engines
 from outbox.models import utcnow
-
-from . import processes
-from .smtpd import SmtpServer, free_port
+from tests.support import processes
+from tests.support.smtpd import SmtpServer, free_port
 
 SOAK = os.environ.get("OUTBOX_SOAK") == "1"
 CLIENTS = 4

@@ -12,8 +12,7 @@ import pytest
 from outbox import tokens
 from outbox.submission import Refused, queue_raw
 from outbox.untrusted_json import MAX_DEPTH
-
-from .pages import csrf
+from tests.support.pages import csrf
 
 HUGE = str(2**64)
 DEEP = [50_000, 900, MAX_DEPTH + 1]

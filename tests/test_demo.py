@@ -16,9 +16,8 @@ from http.cookiejar import CookieJar
 from pathlib import Path
 
 from outbox import accounts
-
-from . import processes
-from .smtpd import free_port
+from tests.support import processes
+from tests.support.smtpd import free_port
 
 
 def _call(url: str, token: str, data: dict[str, str] | None = None) -> dict:  # type: ignore[type-arg]

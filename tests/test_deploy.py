@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from outbox import admission, config
-
-from . import processes
-from .smtpd import free_port
+from tests.support import processes
+from tests.support.deploy import DEPLOY, unit
+from tests.support.smtpd import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
-DEPLOY = ROOT / "deploy"
 UNITS = ["outbox-web.service", "outbox-worker.service", "outbox-web-granian.service",
          "outbox-smtpd.service"]  # fmt: skip
 VENV = "/opt/outbox/venv"  # where the units and the README install outbox
@@ -29,22 +28,6 @@ OUTSIDE_DEFAULTS = {"INSTANCE_PATH"}
 # What systemd's EnvironmentFile= and sh's `.` read alike: no quotes, spaces, $, `, \ or ~.
 PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:/@%+=?&-]*")
 ASSIGNMENT = re.compile(r"(#\s*)?([A-Z][A-Z0-9_]*)=(.*)")
-
-
-def unit(name: str) -> dict[str, dict[str, str]]:
-    """A unit file's sections and settings (a setting given twice: the last)."""
-    sections: dict[str, dict[str, str]] = {}
-    current: dict[str, str] = {}
-    for line in (DEPLOY / name).read_text().splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("["):
-            current = sections.setdefault(line.strip("[]"), {})
-        else:
-            key, _, value = line.partition("=")
-            current[key] = value
-    return sections
 
 
 def seconds(span: str) -> float:

@@ -8,8 +8,7 @@ import sqlalchemy as sa
 from outbox.extensions import db
 from outbox.models import Message, utcnow
 from outbox.queue import store
-
-from .conftest import draft as make_draft
+from tests.support.app import draft as make_draft
 
 # The autocommit engine it runs on exists on database servers only.
 pytestmark = pytest.mark.parametrize(

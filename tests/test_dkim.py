@@ -15,30 +15,11 @@ from outbox.extensions import db, dispose_engines
 from outbox.models import DkimKey, utcnow
 from outbox.rendered import Features
 from outbox.worker import Tally, Worker
-
-from .conftest import base_config
-from .dkimkeys import dns, other_body, published, verifies
-from .test_postfix import send
-from .test_wire_roundtrip import aiosmtpd_server
+from tests.support.app import base_config
+from tests.support.dkimkeys import SIGNATURE, add_key, dns, other_body, published, tags, verifies
+from tests.support.wire import aiosmtpd_server, send
 
 PLAIN, UTF8 = Features(), Features(eight_bit=True, smtputf8=True)
-SIGNATURE = re.compile(rb"^DKIM-Signature:.*?(?=^\S)", re.MULTILINE | re.DOTALL)
-
-
-def add_key(runner, domain: str, selector: str, *options: str) -> dict[bytes, bytes]:  # type: ignore[no-untyped-def]
-    """`outbox dkim add`, and the record it printed, as DNS would serve it."""
-    result = runner.invoke(args=["dkim", "add", domain, "--selector", selector, *options])
-    assert result.exit_code == 0, result.output
-    records = published(result.output)
-    assert len(records) == 1
-    return records
-
-
-def tags(message: bytes, index: int = 0) -> dict[str, str]:
-    """The tags of a mail's index-th DKIM-Signature."""
-    header = SIGNATURE.findall(message)[index].decode()
-    value = re.sub(r"\s+", "", header.partition(":")[2])
-    return dict(tag.split("=", 1) for tag in value.split(";") if tag)
 
 
 def drained(app, offers: Features, make_message, **fields) -> bytes:  # type: ignore[no-untyped-def]

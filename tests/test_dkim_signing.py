@@ -17,10 +17,8 @@ from outbox.addresses import a_label
 from outbox.checks import Upload
 from outbox.dkim import signing
 from outbox.rendered import Features
-
-from .dkimkeys import dns, signer, verifies
-from .mailcheck import check
-from .test_mime import FILES, ROWS, make_row
+from tests.support.dkimkeys import dns, signer, verifies
+from tests.support.mailcheck import FILES, ROWS, check, make_row
 
 PLAIN, UTF8 = Features(), Features(eight_bit=True, smtputf8=True)
 # One key for each From domain test_mime's rows use, made once (as A-labels).

@@ -7,6 +7,7 @@ import pytest
 from outbox import drafts
 from outbox.addresses import Mailbox
 from outbox.drafts import DraftError, build_draft
+from tests.support.api import VALID
 
 
 def test_a_bad_default_sender_is_named_on_every_draft():
@@ -143,10 +144,7 @@ def shown(value: object) -> object:
     return value
 
 
-# A valid message as the API takes it (POST /api/messages hands a JSON body to build_draft
-# as it is); each case below makes one field of it wrong.
-VALID = {"to": ["rcpt@example.com"], "subject": "Hello", "text": "Hello there"}
-DEFAULT_SENDER = "outbox@example.com"  # the tests' MAIL_DEFAULT_SENDER (conftest.base_config)
+DEFAULT_SENDER = "outbox@example.com"  # the tests' MAIL_DEFAULT_SENDER (tests/support/app.py)
 
 BAD_FIELDS = [
     ({"to": ["not an address"]}, "to"),

@@ -10,8 +10,7 @@ from outbox.models import Attempt, Message
 from outbox.routes import health
 from outbox.status import Status
 from outbox.worker import Worker
-
-from .smtpd import SilentServer, SmtpServer, free_port
+from tests.support.smtpd import SilentServer, SmtpServer, free_port
 
 
 def route(name: str, port: int, timeout: float = 10.0) -> routes.Route:

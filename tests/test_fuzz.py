@@ -8,21 +8,14 @@ import schemathesis
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
 from schemathesis.generation.feedback import FeedbackSources
-from schemathesis.specs.openapi.checks import (
-    content_type_conformance,
-    response_headers_conformance,
-    response_schema_conformance,
-    status_code_conformance,
-)
 
 from outbox import tokens
 from outbox.extensions import db
-from outbox.models import Attachment, AttachmentChunk, Message
+from outbox.models import Message
 from outbox.status import Status
-
-from .pages import move_to
+from tests.support.fuzz import CHECKS, MODES, stored_whole
+from tests.support.pages import move_to
 
 # In `make test` small and on MariaDB; `make soak` (OUTBOX_SOAK=1) runs it ten times
 # larger and on SQLite and PostgreSQL too.
@@ -31,9 +24,6 @@ SOAK = os.environ.get("OUTBOX_SOAK") == "1"
 # Examples per generation mode for the operation that stores messages; half as many
 # for the others, which only read or move one.
 EXAMPLES = 1000 if SOAK else 100
-MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
-CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
-          response_headers_conformance, response_schema_conformance]  # fmt: skip
 # A few keys, so that repeats and reuses for other messages happen.
 KEYS = ["order-1", "order-2", "Order-1"]
 # The operations that store messages, fuzzed with the most examples.
@@ -53,34 +43,6 @@ if SOAK:
 def db_kind(request: pytest.FixtureRequest) -> str:
     """MariaDB, and in the soak run SQLite and PostgreSQL too (see DATABASES)."""
     return request.param
-
-
-def _stored_whole() -> list[str]:
-    """Messages whose attachment rows, or attachments whose chunk bytes, do not add up."""
-    problems = []
-    attached = (
-        sa.select(Message.id, Message.attachment_count, sa.func.count(Attachment.id))
-        .outerjoin(Attachment, Attachment.message_pk == Message.id)
-        .group_by(Message.id, Message.attachment_count)
-    )
-    for message_pk, expected, found in db.session.execute(attached):
-        if expected != found:
-            problems.append(f"message {message_pk}: attachment_count {expected}, {found} rows")
-    chunked = (
-        sa.select(
-            Attachment.id,
-            Attachment.size,
-            sa.func.coalesce(sa.func.sum(sa.func.length(AttachmentChunk.data)), 0),
-            sa.func.count(AttachmentChunk.seq),
-            sa.func.coalesce(sa.func.max(AttachmentChunk.seq) + 1, 0),
-        )
-        .outerjoin(AttachmentChunk, AttachmentChunk.attachment_id == Attachment.id)
-        .group_by(Attachment.id, Attachment.size)
-    )
-    for attachment_id, size, total, chunks, seqs in db.session.execute(chunked):
-        if size != total or chunks != seqs:
-            problems.append(f"attachment {attachment_id}: size {size}, {total} bytes in chunks")
-    return problems
 
 
 def test_fuzzed_api_answers_as_described_and_stores_only_whole_messages(app, db_kind, make_message):
@@ -156,4 +118,4 @@ def test_fuzzed_api_answers_as_described_and_stores_only_whole_messages(app, db_
     assert answers[201] and len(created) >= 10, answers
     db.session.expire_all()
     assert set(db.session.scalars(sa.select(Message.id))) == {*seeded, *created}
-    assert _stored_whole() == []
+    assert stored_whole() == []

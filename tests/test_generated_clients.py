@@ -15,8 +15,7 @@ import pytest
 
 from outbox import tokens
 from outbox.openapi.examples import EXAMPLES
-
-from .client_served import Served, served  # noqa: F401 (a fixture)
+from tests.support.client_served import Served
 
 BIN = Path(sys.executable).parent
 NODE = Path(__file__).parent / "typescript"  # its package.json: openapi-typescript, typescript

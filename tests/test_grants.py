@@ -17,9 +17,9 @@ from flask_migrate import upgrade
 
 from outbox import accounts, create_app, queue, rollups, worker
 from outbox.extensions import dispose_engines
-
-from .conftest import base_config, draft, server_database
-from .smtpd import SmtpServer
+from tests.support.app import base_config, draft
+from tests.support.databases import server_database
+from tests.support.smtpd import SmtpServer
 
 README = Path(__file__).resolve().parent.parent / "README.md"
 SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),

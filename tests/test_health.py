@@ -3,17 +3,15 @@
 import socket
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from alembic.script import ScriptDirectory
 from flask_migrate import downgrade, upgrade
 
-from outbox import create_app, health, heartbeats
+from outbox import create_app, heartbeats
 from outbox.extensions import db, dispose_engines
 from outbox.models import utcnow
-
-from .conftest import base_config
+from tests.support.app import base_config
+from tests.support.checks import revisions
 
 
 def _closed_port() -> int:
@@ -30,13 +28,6 @@ def test_healthz_answers_ok_without_a_database_or_a_cookie(tmp_path):
     assert answer.status_code == 200
     assert answer.text == "ok\n"
     assert "Set-Cookie" not in answer.headers
-
-
-def revisions(app) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    """The scripts' head and the revision before it, as the checks name them."""
-    head = app.extensions[health.HEAD]
-    scripts = ScriptDirectory(str(Path(health.__file__).parent / "migrations"))
-    return head, scripts.get_revision(head).down_revision
 
 
 @pytest.mark.all_databases

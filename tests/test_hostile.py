@@ -19,12 +19,20 @@ from outbox.bounces import store as bounce_store
 from outbox.checks import Upload
 from outbox.extensions import db
 from outbox.models import Attachment, Message, WorkerBeat, utcnow
-
-from . import outcomes
-from .pages import claim, csrf, htmx, parse
-from .test_api import MESSAGES, VALID, auth, b64, nothing_stored
-from .test_web_auth import sign_in_form, sign_in_target, snapshot
-from .test_web_pages import facts, field_box, shown_value
+from tests.support import outcomes
+from tests.support.api import MESSAGES, VALID, auth, b64, nothing_stored
+from tests.support.pages import (
+    claim,
+    csrf,
+    facts,
+    field_box,
+    htmx,
+    parse,
+    shown_value,
+    sign_in_form,
+    sign_in_target,
+)
+from tests.support.rows import snapshot
 
 # Each ends a line for the email package (str.splitlines), not only CR and LF.
 BREAKS = ["\r", "\n", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]

@@ -32,10 +32,10 @@ import sqlalchemy as sa
 from outbox.extensions import db
 from outbox.models import Attempt, Message, WorkerBeat, utcnow
 from outbox.status import Status
-
-from .processes import end, start
-from .smtpd import Recorder, RecordingController
-from .test_concurrency import statuses, wait_until, worker_env
+from tests.support.processes import end, start
+from tests.support.rows import statuses
+from tests.support.smtpd import Recorder, RecordingController
+from tests.support.workers import wait_until, worker_env
 
 SOAK = os.environ.get("OUTBOX_SOAK") == "1"
 MESSAGES, HOSTS, WORKERS_PER_HOST, WAVES = (20_000, 3, 2, 40) if SOAK else (600, 3, 1, 6)

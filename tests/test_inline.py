@@ -19,10 +19,9 @@ from outbox.models import Message
 from outbox.status import Status
 from outbox.web.shown import INLINE_SHOWN_BYTES, inline_images, with_inline
 from outbox.worker import Tally, Worker
-
-from . import mailing_helpers
-from .mailcheck import files, parsed
-from .test_api import MESSAGES, auth
+from tests.support import mailing_helpers
+from tests.support.api import MESSAGES, auth
+from tests.support.mailcheck import files, parsed
 
 PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4  # every byte value, CR and LF too
 PDF = b"%PDF-1.7 invoice"

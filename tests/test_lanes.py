@@ -7,8 +7,7 @@ from outbox.extensions import db
 from outbox.models import Message
 from outbox.status import Status
 from outbox.worker import Worker
-
-from .smtpd import SmtpServer
+from tests.support.smtpd import SmtpServer
 
 
 def route(name: str, server: SmtpServer, connections: int) -> routes.Route:

@@ -19,9 +19,8 @@ from outbox import create_app, logs
 from outbox.extensions import db
 from outbox.models import Message, WorkerBeat, utcnow
 from outbox.status import Status
-
-from . import processes
-from .conftest import base_config
+from tests.support import processes
+from tests.support.app import base_config
 
 SUMMARY = re.compile(r"^\S+ \S+ INFO \S+: sent 3, deferred 0, failed 0 in \d+\.\d s$")
 

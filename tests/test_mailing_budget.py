@@ -13,11 +13,9 @@ from sqlalchemy import select
 from outbox import tokens
 from outbox.extensions import db
 from outbox.models import Message
-
-from . import processes
-from .client_served import served  # noqa: F401 (a fixture)
-from .mailing_helpers import MAILINGS, body, post, rows_of
-from .test_concurrency import OUTBOX, wait_until, worker_env
+from tests.support import processes
+from tests.support.mailing_helpers import MAILINGS, body, post, rows_of
+from tests.support.workers import OUTBOX, wait_until, worker_env
 
 LOOPS = "{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}"
 HUGE = "{{ 'x' * 120000000 }}"

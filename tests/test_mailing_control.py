@@ -10,9 +10,8 @@ from outbox.extensions import db
 from outbox.mailings import control
 from outbox.models import Message, utcnow
 from outbox.worker import Tally, Worker
-
-from .mailing_helpers import MAILINGS, auth, body, post, rows_of
-from .test_metrics import samples, value
+from tests.support.mailing_helpers import MAILINGS, auth, body, post, rows_of
+from tests.support.metrics import samples, value
 
 
 @pytest.fixture

@@ -13,10 +13,8 @@ from outbox.extensions import db
 from outbox.mailings import unsubscribe
 from outbox.models import Attachment, MailingAttachment, Suppression
 from outbox.worker import Tally, Worker
-
-from .dkimkeys import verifies
-from .mailing_helpers import body, post, rows_of
-from .test_dkim import add_key, tags
+from tests.support.dkimkeys import add_key, tags, verifies
+from tests.support.mailing_helpers import body, post, rows_of
 
 
 @pytest.fixture

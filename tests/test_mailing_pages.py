@@ -6,9 +6,8 @@ from sqlalchemy import select
 from outbox import tokens
 from outbox.extensions import db
 from outbox.models import AuditEvent
-
-from .mailing_helpers import body, post, rows_of
-from .pages import csrf, parse
+from tests.support.mailing_helpers import body, post, rows_of
+from tests.support.pages import csrf, parse
 
 
 def make(client, **fields) -> int:  # type: ignore[no-untyped-def]

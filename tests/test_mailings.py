@@ -12,9 +12,7 @@ from outbox import openapi, tokens
 from outbox.extensions import db
 from outbox.mailings import head, stream
 from outbox.models import Mailing, Suppression, utcnow
-
-from .client_served import served  # noqa: F401 (a fixture)
-from .mailing_helpers import MAILINGS, auth, body, counts, post, rows_of
+from tests.support.mailing_helpers import MAILINGS, auth, body, counts, post, rows_of
 
 
 @pytest.fixture

@@ -17,9 +17,8 @@ from outbox.extensions import db
 from outbox.models import Message
 from outbox.webhooks import endpoints, run_due
 from outbox.worker import Tally, Worker
-
-from .receiver import Receiver
-from .test_api import MESSAGES, auth
+from tests.support.api import MESSAGES, auth
+from tests.support.receiver import Receiver
 
 LABELS = {"order": "4711", "customer.id": "c-9", "note": "Grüße, ✓ " + "x" * 990}
 

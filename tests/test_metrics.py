@@ -10,32 +10,18 @@ from urllib import request as http
 import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
-from prometheus_client.parser import text_string_to_metric_families
 
 from outbox import metrics, queue, tokens
 from outbox.extensions import db
 from outbox.models import Message, WorkerBeat
 from outbox.status import Status
-
-from . import processes
-from .test_api import auth
-from .test_compose import post as compose
+from tests.support import processes
+from tests.support.api import auth
+from tests.support.metrics import samples, value
+from tests.support.pages import compose
 
 TOKEN = "metrics-secret-token"
 VALID = {"to": ["rcpt@example.com"], "subject": "Hello", "text": "Hello there"}
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """Every sample by name and sorted labels, as prometheus_client's parser reads them."""
-    found = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return found
-
-
-def value(found: dict, name: str, **labels: str) -> float:  # type: ignore[type-arg]
-    return found.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 def test_observe_many_counts_as_observe_one_by_one():

@@ -13,8 +13,7 @@ from outbox.addresses import Kind, Mailbox
 from outbox.extensions import Base, db, dispose_engines
 from outbox.models import Attempt, Message
 from outbox.rendered import Features
-
-from .conftest import base_config
+from tests.support.app import base_config
 
 NOW = datetime(2030, 1, 10, 12, 0, 0)
 # Address columns as revision 0004 stored them: checked text, joined with ", ".

@@ -10,95 +10,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from outbox import mime
-from outbox.addresses import LINE_BREAK
 from outbox.checks import Upload
 from outbox.queue.store import msgid_domain
 from outbox.rendered import Features
-
-from .mailcheck import MSG_ID, check, long_lines, parsed
+from tests.support.mailcheck import (
+    FILES,
+    MSG_ID,
+    ROWS,
+    check,
+    long_lines,
+    make_row,
+    parsed,
+)
 
 PLAIN, EIGHT, UTF8 = Features(), Features(eight_bit=True), Features(True, True)
-
-# Text that is hard to carry: every script, controls, long words, encoded-word look-alikes.
-CHARS = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
-ONE_LINE = st.text(CHARS, max_size=120).filter(lambda v: not LINE_BREAK.search(v))
-WORDS = st.one_of(
-    ONE_LINE,
-    st.sampled_from(["Ann", "Doe, Jane", 'Q "x" \\ y', "=?utf-8?q?Ann?=", " spaced  ", "中文"]),
-    st.text(st.sampled_from("abcé =?_"), max_size=300),
-)
-BODY = st.lists(
-    st.one_of(
-        st.text(CHARS, max_size=30),
-        st.sampled_from(["\r\n", "\n", "\r", "\n.", ".\r\n", "From ", " \n", "=\n", "\t"]),
-        st.sampled_from(["x" * 2000, "中" * 1500, "<p>" * 400, "é" * 600]),
-    ),
-    max_size=30,
-).map("".join)
-# Display names without control characters: Python's parser reads those (and runs of
-# whitespace, mailcheck.read_name) out of an encoded-word in a phrase other than they
-# were written; the mail carries them as stored.
-NAMES = st.one_of(
-    st.text(st.characters(blacklist_categories=("Cs", "Cc")), max_size=80),
-    st.sampled_from(["Ann", "Doe, Jane", 'Q "x" \\ y', "=?utf-8?q?Ann?=", " spaced  ", "中文"]),
-).filter(lambda v: not LINE_BREAK.search(v))
-LOCAL = st.sampled_from(["ann", "a.b+c", "jörg", "o'neil", "x" * 64])
-DOMAIN = st.sampled_from(["example.com", "faß.example", "ελλάς.example", "EXAMPLE.org"])
-ADDRESS = st.builds("{}@{}".format, LOCAL, DOMAIN)
-ENTRY = st.builds(
-    lambda kind, address, name: {
-        "kind": kind,
-        "address": address,
-        **({"name": name} if name else {}),
-    },
-    st.sampled_from(["to", "cc", "bcc"]),
-    ADDRESS,
-    st.one_of(st.just(""), NAMES),
-)
-# File names as checks.check_upload keeps them: stripped, never empty.
-NAME = st.text(CHARS, min_size=1, max_size=255).filter(
-    lambda v: not LINE_BREAK.search(v) and v.strip() == v and v.strip()
-)
-TYPES = st.sampled_from(
-    ["application/pdf", "text/plain; charset=iso-8859-1", "image/png", "text/csv; charset=utf-8"]
-)
-# Content-IDs as checks.check_content_id keeps them: a msg-id, a bare word, the longest.
-CONTENT_ID = st.one_of(
-    st.none(), st.sampled_from(["part1.4C3B2A@example.com", "logo", "~" + "a" * 248 + "@"])
-)
-ATTACHMENT = st.builds(Upload, NAME, TYPES, st.binary(max_size=300), CONTENT_ID)
-# A message's files: attachments and inline parts, no Content-ID given twice.
-FILES = st.lists(ATTACHMENT, max_size=3, unique_by=lambda u: u.content_id or object())
-ROWS = st.fixed_dictionaries(
-    {
-        "subject": st.one_of(WORDS, st.just("x" * 998), st.text(CHARS, max_size=998)).filter(
-            lambda v: not LINE_BREAK.search(v)
-        ),
-        "from_addr": st.builds("{}@{}".format, st.sampled_from(["z", "o.b"]), DOMAIN),
-        "from_name": st.one_of(st.just(""), NAMES),
-        "recipients": st.lists(ENTRY, min_size=1, max_size=5),
-        "reply_to": st.none(),
-        "reply_to_name": st.just(""),
-        "text_body": st.one_of(st.none(), BODY),
-        "html_body": st.one_of(st.none(), BODY),
-        "headers": st.dictionaries(
-            st.from_regex(r"X-[A-Za-z][A-Za-z0-9-]{0,20}", fullmatch=True),
-            st.one_of(WORDS, st.just("u" * 2000), st.just("a " * 600)),
-            max_size=3,
-        ),
-        "message_id": st.sampled_from(["<1.2@example.com>", "<3.4@bücher.example>"]),
-    }
-)
-
-
-def make_row(**fields: Any) -> SimpleNamespace:
-    values = {
-        "subject": "Hi", "from_addr": "z@example.com", "from_name": "", "reply_to": None,
-        "reply_to_name": "", "recipients": [{"kind": "to", "address": "a@example.com"}],
-        "text_body": "Hi", "html_body": None, "headers": {}, "message_id": "<1.2@example.com>",
-    }  # fmt: skip
-    values.update(fields)
-    return SimpleNamespace(**values)
 
 
 def data_of(row: SimpleNamespace, attachments: list[Any] | None = None, features=PLAIN) -> bytes:  # type: ignore[no-untyped-def]

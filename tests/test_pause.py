@@ -9,11 +9,10 @@ import pytest
 
 from outbox import pause, tokens, worker
 from outbox.status import Status
-
-from . import processes
-from .test_api import auth
-from .test_concurrency import OUTBOX, enqueue_many, statuses, wait_until, worker_env
-from .test_drafts import VALID
+from tests.support import processes
+from tests.support.api import VALID, auth
+from tests.support.rows import enqueue_many, statuses
+from tests.support.workers import OUTBOX, wait_until, worker_env
 
 WHEN = datetime(2030, 1, 10, 12, 0, 0)
 

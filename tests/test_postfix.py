@@ -4,9 +4,8 @@ from email import message_from_bytes, policy
 
 import pytest
 
-from outbox.worker import Tally, Worker
-
-from .smtp_sink import Delivered
+from tests.support.smtp_sink import Delivered
+from tests.support.wire import send
 
 SERVERS = ["smtp_sink", "smtp_sink_7bit", "postfix_smtpd", "postfix_smtpd_7bit", "postfix_relay"]
 # What each server answers EHLO with, of the keywords that decide how outbox sends.
@@ -20,16 +19,6 @@ OFFERS = {
 SUBJECT = "Grüße aus Köln: ½ € 中文"
 TEXT = "Hallo Welt.\n.a line that starts with a dot\n.\nFrom the start of a line\nÜberall ünïcödé"
 LONG = "<p>" + "minified html " * 214 + "</p>"  # 3,000 characters on one line
-
-
-def send(app, make_message, server, **fields):  # type: ignore[no-untyped-def]
-    """Queue one message, drain it to server, and give the message and what was delivered."""
-    mail = app.extensions["mail"]
-    app.config["MAIL_SERVER"] = mail.server = server.host
-    app.config["MAIL_PORT"] = mail.port = server.port
-    message = make_message(**fields)
-    assert Worker().drain() == Tally(sent=1)
-    return message, server.delivered()
 
 
 def text_of(mail: Delivered) -> str:

@@ -16,18 +16,13 @@ from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
 from outbox.queue import moves, store
 from outbox.status import MOVES, Outcome, Retry, Status
-
-from . import outcomes
-from .conftest import draft as make_draft
+from tests.support import outcomes
+from tests.support.app import draft as make_draft
+from tests.support.rows import fresh
 
 # Claims, locks, guarded moves and the types stored: every test here runs on each database.
 pytestmark = pytest.mark.all_databases
 RETRY = Retry(delay=60, backoff=2, max_delay=3600)
-
-
-def fresh(message_id: int) -> Message:
-    db.session.expire_all()
-    return db.session.get(Message, message_id)
 
 
 def test_claim_takes_due_messages_by_priority_then_due_time(app, make_message):

@@ -1,33 +1,14 @@
 """Each recipient's own delivery against a real SMTP server: partial refusals, limits, retries."""
 
-from collections import Counter
-
 import pytest
 
 from outbox import queue
 from outbox.extensions import db
-from outbox.models import Message
 from outbox.status import Status
-from outbox.wire import recipient_json
 from outbox.worker import Worker
-
-from .test_queue import fresh
-from .test_worker import attempts_of, make_due
+from tests.support.rows import attempts_of, delivered, fresh, make_due, states
 
 A, B, C = "a@example.com", "b@example.com", "c@example.com"
-
-
-def states(message: Message) -> dict[str, tuple[str, int | None, int]]:
-    """Each recipient's state, last code and attempts, as the API tells them."""
-    return {
-        r["address"]: (r["state"], r["code"], r["attempts"])
-        for r in (recipient_json(entry, message) for entry in message.recipients)
-    }
-
-
-def delivered(smtp) -> Counter[str]:  # type: ignore[no-untyped-def]
-    """How many times each recipient got a mail."""
-    return Counter(rcpt for mail in smtp.received for rcpt in mail.rcpt_tos)
 
 
 @pytest.mark.all_databases

@@ -15,8 +15,7 @@ from hypothesis import strategies as st
 
 from outbox.submission import Refused
 from outbox.submission.repair import repaired
-
-from .mailcheck import long_lines
+from tests.support.mailcheck import long_lines
 
 HEAD = b"From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n"
 LONG_HTML = b"<p>" + b"word " * 1000 + b"</p>"  # 5,007 octets, one line

@@ -32,9 +32,8 @@ from outbox.models import (
     utcnow,
 )
 from outbox.status import Status
-
-from . import mailing_helpers, outcomes
-from .test_api import MESSAGES, RETRY, auth
+from tests.support import mailing_helpers, outcomes
+from tests.support.api import MESSAGES, RETRY, auth
 
 DAY = timedelta(days=1)
 CHECKOUT = Path(__file__).resolve().parent.parent

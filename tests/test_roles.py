@@ -11,9 +11,8 @@ from outbox import accounts, create_app
 from outbox.extensions import db, dispose_engines
 from outbox.models import ApiToken, Message, User
 from outbox.status import Status
-
-from .conftest import base_config
-from .pages import csrf, move_to, parse
+from tests.support.app import base_config
+from tests.support.pages import as_role, csrf, move_to, parse
 
 NOW = datetime(2030, 1, 10, 12, 0, 0)
 
@@ -41,17 +40,6 @@ BUTTONS = {  # status -> the action URL of its button on the message page
     Status.QUEUED: "/messages/{id}/cancel",
     Status.SENT: "/messages/{id}/send-again",
 }
-
-
-def as_role(app, staff, role: str):
-    """A test client signed in as the staff account, given this role."""
-    staff.role = role
-    db.session.commit()
-    client = app.test_client()
-    with client.session_transaction() as session:
-        session["_user_id"] = staff.get_id()
-        session["_fresh"] = True
-    return client
 
 
 def snapshot() -> list[tuple]:

@@ -1,5 +1,4 @@
 """The routes page in a real Chromium: a worker sends over OUTBOX_ROUTES, the pages name routes."""
-# ruff: noqa: F811 (the fixtures imported from test_browser are the test functions' arguments)
 
 import os
 import signal
@@ -17,10 +16,8 @@ from outbox import accounts, create_app
 from outbox.extensions import dispose_engines
 from outbox.models import utcnow
 from outbox.routes import health
-
-from . import processes
-from .smtpd import SmtpServer, free_port
-from .test_browser import (  # noqa: F401 (fixtures)
+from tests.support import processes
+from tests.support.browser import (
     LIVE,
     SCREENSHOTS,
     SENDER,
@@ -28,16 +25,15 @@ from .test_browser import (  # noqa: F401 (fixtures)
     QuietHandler,
     Site,
     _wait_for_heartbeat,
-    browser,
-    chromium,
-    clean_console,
-    console,
+    enqueue,
+    fits,
     received,
     staff_tab,
 )
-from .test_browser_live import enqueue, fits
+from tests.support.smtpd import SmtpServer, free_port
 
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
 ROUTES = """
 [[routes]]

@@ -10,8 +10,7 @@ from outbox import create_app, routes
 from outbox.config import DEFAULTS
 from outbox.routes import Route, Rule
 from outbox.routes.config import RoutesError, load
-
-from .conftest import base_config
+from tests.support.app import base_config
 
 CONFIG = {**DEFAULTS, "SMTP_TIMEOUT": 7.0, "MAIL_MAX_CONNECTIONS": 2}
 EXAMPLE = """

@@ -14,8 +14,7 @@ from outbox.extensions import Base, db, dispose_engines
 from outbox.models import Attempt, RouteHealth
 from outbox.routes import health
 from outbox.status import Outcome, Retry
-
-from .conftest import base_config
+from tests.support.app import base_config
 
 NOW = datetime(2030, 1, 10, 12, 0, 0)
 MINE = ("route_health", "route")  # what 0015 adds; other helpers' tables are theirs to check

@@ -12,9 +12,8 @@ from outbox.models import utcnow
 from outbox.routes import config as routes_file
 from outbox.routes import health
 from outbox.status import Outcome
-
-from .smtpd import free_port
-from .test_checkup import check, line
+from tests.support.checks import check, line
+from tests.support.smtpd import free_port
 
 FILE = """
 [[routes]]

@@ -6,8 +6,7 @@ from sqlalchemy import select
 from outbox import tokens
 from outbox.extensions import db
 from outbox.models import ApiToken
-
-from .test_drafts import VALID
+from tests.support.api import VALID
 
 
 def auth(token: str) -> dict[str, str]:

@@ -14,9 +14,8 @@ from outbox.checks import Upload
 from outbox.deliveries import Reply
 from outbox.drafts import build_draft
 from outbox.status import Outcome
-
-from .sink import Sink
-from .smtpd import free_port
+from tests.support.sink import Sink
+from tests.support.smtpd import free_port
 
 DEFERRED, FAILED, SENT = Outcome.DEFERRED, Outcome.FAILED, Outcome.SENT
 

@@ -31,11 +31,10 @@ from hypothesis import HealthCheck, given, settings
 from outbox import tokens
 from outbox.extensions import db
 from outbox.models import Message
-
-from . import processes
-from .smtpd import free_port
-from .soak import size
-from .test_fuzz import CHECKS, MODES, _stored_whole
+from tests.support import processes
+from tests.support.fuzz import CHECKS, MODES, stored_whole
+from tests.support.smtpd import free_port
+from tests.support.soak import size
 
 pytestmark = [
     pytest.mark.soak,
@@ -206,7 +205,7 @@ def test_served_api_stores_exactly_what_it_acknowledged_under_mixed_load(server,
     assert not wrong, f"unexpected answers: {wrong}"
     assert {kind for kind, _ in seen.answers} == set(EXPECTED), seen.answers
     assert _stored() == seen.ids
-    assert _stored_whole() == []
+    assert stored_whole() == []
     assert server.process.poll() is None
 
 
@@ -296,4 +295,4 @@ def test_fuzzed_api_over_http_answers_as_described(server, app):
     assert answers, "nothing was fuzzed"
     assert 500 not in answers and 502 not in answers
     assert created <= _stored()
-    assert _stored_whole() == []
+    assert stored_whole() == []

@@ -23,10 +23,9 @@ from sqlalchemy import func, select
 from outbox import tokens
 from outbox.extensions import db
 from outbox.models import BounceMail, Message
-
-from . import processes
-from .smtpd import free_port
-from .smtpd_process import Certs, connect, running
+from tests.support import processes
+from tests.support.smtpd import free_port
+from tests.support.smtpd_process import Certs, connect, running
 
 FLOOD = 1100  # idle connections: more than systemd's default of 1,024 open files
 SYSTEMD_OPEN_FILES = 1024

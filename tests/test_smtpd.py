@@ -21,9 +21,8 @@ from outbox import tokens
 from outbox.extensions import db
 from outbox.models import Message
 from outbox.submission.server import MAX_RECIPIENTS, address_problem, listening
-
-from .smtpd import free_port
-from .smtpd_process import Certs, running
+from tests.support.smtpd import free_port
+from tests.support.smtpd_process import Certs, running
 
 MAIL = b"From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n\r\nHello\r\n"
 
@@ -300,7 +299,7 @@ def test_smtpd_refuses_to_start_without_tls_or_the_plaintext_setting(app, tmp_pa
 
 
 def test_the_systemd_unit_runs_smtpd_on_the_submission_port_with_only_that_capability():
-    from .test_deploy import unit
+    from tests.support.deploy import unit
 
     service = unit("outbox-smtpd.service")["Service"]
     assert service["ExecStart"] == "/opt/outbox/venv/bin/outbox smtpd --listen 0.0.0.0:587"

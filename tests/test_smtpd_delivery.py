@@ -24,9 +24,8 @@ from outbox import tokens
 from outbox.extensions import db
 from outbox.models import Message
 from outbox.worker import Worker
-
-from .smtpd import Received, SmtpServer
-from .smtpd_process import Certs, assert_intact, connect, run_python, running
+from tests.support.smtpd import Received, SmtpServer
+from tests.support.smtpd_process import Certs, assert_intact, connect, run_python, running
 
 pytestmark = pytest.mark.all_databases
 

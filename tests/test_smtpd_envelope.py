@@ -22,11 +22,10 @@ from outbox.extensions import db
 from outbox.models import BounceMail, Message, Suppression
 from outbox.submission.server import MAX_RECIPIENTS
 from outbox.worker import Tally, Worker
-
-from . import bouncemail
-from .postfix import POSTFIX, Postfix, Smarthost, require
-from .smtpd import SmtpServer
-from .smtpd_process import Certs, assert_intact, connect, running
+from tests.support import bouncemail
+from tests.support.postfix import POSTFIX, Postfix, Smarthost, require
+from tests.support.smtpd import SmtpServer
+from tests.support.smtpd_process import Certs, assert_intact, connect, running
 
 pytestmark = pytest.mark.all_databases
 

@@ -22,9 +22,8 @@ from sqlalchemy import func, select
 from outbox import tokens
 from outbox.extensions import db
 from outbox.models import Message
-
-from .smtpd import free_port
-from .smtpd_process import Certs, connect, running
+from tests.support.smtpd import free_port
+from tests.support.smtpd_process import Certs, connect, running
 
 pytestmark = pytest.mark.parametrize(
     "db_kind",

@@ -21,11 +21,10 @@ from flask.testing import FlaskCliRunner
 
 from outbox import tokens
 from outbox.worker import Tally, Worker
-
-from .dkimkeys import published, verifies
-from .mailcheck import long_lines
-from .smtpd import SmtpServer
-from .smtpd_process import Certs, running
+from tests.support.dkimkeys import published, verifies
+from tests.support.mailcheck import long_lines
+from tests.support.smtpd import SmtpServer
+from tests.support.smtpd_process import Certs, running
 
 HTML = ("<html><body><table><tr><td>Grüße</td>" + "<td>item</td>" * 420
         + "</tr></table></body></html>").encode()  # fmt: skip  # 5,101 octets, one line

@@ -12,8 +12,8 @@ import sqlalchemy as sa
 from outbox.extensions import db
 from outbox.models import Message, utcnow
 from outbox.status import Status
-
-from .soak import (
+from tests.support.rows import enqueue_many, statuses
+from tests.support.soak import (
     ON_MARIADB,
     ON_SERVERS,
     SOAK,
@@ -26,7 +26,7 @@ from .soak import (
     tally,
     workers_fixture,  # noqa: F401
 )
-from .test_concurrency import enqueue_many, statuses, wait_until
+from tests.support.workers import wait_until
 
 pytestmark = pytest.mark.soak
 

@@ -11,10 +11,10 @@ import sqlalchemy as sa
 from outbox.extensions import db
 from outbox.models import Attachment, AttachmentChunk, Attempt, Message, utcnow
 from outbox.status import Status, retry_delay
-
-from .sink import Sink
-from .smtpd import SilentServer, free_port
-from .soak import (
+from tests.support.rows import enqueue_many, statuses
+from tests.support.sink import Sink
+from tests.support.smtpd import SilentServer, free_port
+from tests.support.soak import (
     ON_MARIADB,
     Summary,
     Workers,
@@ -25,7 +25,7 @@ from .soak import (
     tally,
     workers_fixture,  # noqa: F401
 )
-from .test_concurrency import enqueue_many, statuses, wait_until
+from tests.support.workers import wait_until
 
 pytestmark = pytest.mark.soak
 
@@ -157,8 +157,7 @@ def with_attachments(expected: list[str]) -> tuple[int, list[int]]:
     """Queue a message with two attachments, the first in two chunks; its and their keys."""
     from outbox import queue
     from outbox.checks import Upload
-
-    from .conftest import draft as make_draft
+    from tests.support.app import draft as make_draft
 
     data = bytes(range(256)) * (6 * 1024)  # 1.5 MiB: two chunks
     uploads = [Upload("data.bin", "application/octet-stream", data),

@@ -18,10 +18,9 @@ from outbox.rendered import Features
 from outbox.submission import Queued, Refused, queue_raw
 from outbox.submission.raw import RawMail
 from outbox.worker import Tally, Worker
-
-from . import bouncemail
-from .dkimkeys import published, verifies
-from .test_wire_roundtrip import aiosmtpd_server
+from tests.support import bouncemail
+from tests.support.dkimkeys import published, verifies
+from tests.support.wire import aiosmtpd_server
 
 pytestmark = pytest.mark.all_databases
 

@@ -10,9 +10,7 @@ from outbox.extensions import db
 from outbox.models import Message, Suppression, utcnow
 from outbox.status import Status
 from outbox.worker import Worker
-
-from .test_queue import fresh
-from .test_recipients import delivered, states
+from tests.support.rows import delivered, fresh, states
 
 A, B, C = "a@example.com", "b@example.com", "c@example.com"
 
@@ -260,8 +258,7 @@ def test_an_entry_made_by_another_process_is_matched_within_a_second(app, make_m
 
 def test_the_setting_takes_mark_or_reject_only(tmp_path):
     from outbox import create_app
-
-    from .conftest import base_config
+    from tests.support.app import base_config
 
     with pytest.raises(ValueError, match="SUPPRESSED"):
         create_app(base_config(f"sqlite:///{tmp_path / 'x.sqlite3'}", SUPPRESSED="drop"))

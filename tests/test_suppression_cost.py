@@ -12,10 +12,8 @@ from outbox import queue, suppression
 from outbox.extensions import db
 from outbox.models import Suppression
 from outbox.worker import Worker
-
-from .conftest import draft
-from .test_queue import fresh
-from .test_recipients import states
+from tests.support.app import draft
+from tests.support.rows import fresh, states
 
 A, B, C = "a@example.com", "b@example.com", "c@example.com"
 

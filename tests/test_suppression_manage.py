@@ -10,9 +10,7 @@ import sqlalchemy as sa
 from outbox import suppression, tokens
 from outbox.extensions import db
 from outbox.models import AuditEvent, Suppression, utcnow
-
-from .pages import csrf, parse
-from .test_roles import as_role
+from tests.support.pages import as_role, csrf, parse
 
 A, B = "a@example.com", "b@example.com"
 

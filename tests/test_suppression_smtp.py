@@ -8,10 +8,7 @@ from outbox.extensions import db
 from outbox.models import Suppression
 from outbox.status import Status
 from outbox.worker import Worker
-
-from .test_queue import fresh
-from .test_recipients import states
-from .test_worker import make_due
+from tests.support.rows import fresh, make_due, states
 
 A, B, C = "a@example.com", "b@example.com", "c@example.com"
 

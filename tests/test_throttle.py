@@ -6,7 +6,7 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import event, func, select
 
-from outbox import queue, routes, throttle
+from outbox import queue, throttle
 from outbox.deliveries import Reply
 from outbox.extensions import db
 from outbox.models import Attempt, Message, Throttle, utcnow
@@ -14,8 +14,8 @@ from outbox.replies import Result
 from outbox.status import Outcome, Status
 from outbox.throttle import buckets, keys, taking
 from outbox.throttle.buckets import Bucket, burst_of
-
-from .test_queue import fresh
+from tests.support.rows import fresh
+from tests.support.throttling import with_limits
 
 T0 = datetime(2026, 11, 24, 8, 0, 0)
 
@@ -113,14 +113,6 @@ def test_a_421_or_4_7_x_asks_to_slow_down_and_other_refusals_do_not():
 
 
 # --- admit and the hand-back, on every database ---
-
-
-def with_limits(app, domains: dict[str, float], rate: float | None = None) -> routes.Route:  # type: ignore[no-untyped-def]
-    """Set the app's routes table to these limits; the route the worker would use."""
-    table = routes.table()
-    route = routes.Route("relay", next(iter(table.routes.values())).settings, rate=rate)
-    app.extensions["outbox.routes"] = routes.Table({"relay": route}, domains=domains)
-    return route
 
 
 def claims_of(count: int, now: datetime) -> list[queue.Claim]:

@@ -13,11 +13,11 @@ from outbox.extensions import db
 from outbox.models import Attempt, Message
 from outbox.status import Status
 from outbox.throttle.buckets import burst_of
+from tests.support import processes
+from tests.support.rows import enqueue_many, statuses
+from tests.support.workers import wait_until, worker_env
 
-from . import processes
-from .test_concurrency import enqueue_many, statuses, wait_until, worker_env
-
-HELPER = [sys.executable, "-m", "tests.throttling"]
+HELPER = [sys.executable, "-m", "tests.support.throttling"]
 # The sink as the one route, and a limit on the domain every test message goes to.
 ROUTES = """
 [[routes]]

@@ -9,10 +9,9 @@ from outbox.extensions import db
 from outbox.models import Throttle, utcnow
 from outbox.throttle import buckets
 from outbox.worker import Worker
-
-from .pages import parse
-from .test_queue import fresh
-from .test_throttle import with_limits
+from tests.support.pages import parse
+from tests.support.rows import fresh
+from tests.support.throttling import with_limits
 
 
 def bucket(name: str) -> Throttle | None:

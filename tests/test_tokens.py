@@ -6,8 +6,7 @@ import sqlalchemy as sa
 from outbox import create_app, tokens
 from outbox.extensions import db
 from outbox.models import ApiToken, utcnow
-
-from .conftest import base_config
+from tests.support.app import base_config
 
 
 class Clock:

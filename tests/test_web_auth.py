@@ -2,7 +2,7 @@
 
 import hashlib
 from datetime import datetime, timedelta
-from urllib.parse import parse_qs, urlencode, urljoin, urlsplit
+from urllib.parse import urlencode, urljoin, urlsplit
 
 import pytest
 from sqlalchemy import func, select
@@ -12,10 +12,8 @@ from outbox.checks import Upload
 from outbox.extensions import db
 from outbox.models import Attachment, Message, User
 from outbox.status import Status
-
-from .pages import csrf, htmx, move_to, parse
-
-PASSWORD = "correct horse"
+from tests.support.pages import PASSWORD, csrf, htmx, move_to, parse, sign_in_form, sign_in_target
+from tests.support.rows import snapshot
 
 
 @pytest.fixture
@@ -32,28 +30,10 @@ def movable(make_message) -> dict[Status, int]:
     return {status: move_to(message, status) for status, message in made.items()}
 
 
-def snapshot() -> list[tuple]:
-    """Everything a button could change, for every message."""
-    db.session.expire_all()
-    rows = db.session.execute(select(Message).order_by(Message.id)).scalars()
-    return [(m.id, m.status, m.attempts, m.max_attempts, m.next_attempt_at) for m in rows]
-
-
-def sign_in_form(client, email: str = "staff@example.com", password: str = PASSWORD) -> dict:
-    return {"csrf_token": csrf(client, "/sign-in"), "email": email, "password": password}
-
-
 def signed_in_now(client) -> bool:
     response = client.get("/")
     assert response.status_code in (200, 302)
     return response.status_code == 200
-
-
-def sign_in_target(location: str) -> str | None:
-    """The next= of a redirect to the sign-in page, if it has one."""
-    parts = urlsplit(location)
-    assert parts.path == "/sign-in", location
-    return parse_qs(parts.query).get("next", [None])[0]
 
 
 def attachment_id(message_pk: int) -> int:

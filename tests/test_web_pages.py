@@ -18,16 +18,18 @@ from outbox.extensions import db
 from outbox.models import Attachment, Message, StatusCount, utcnow
 from outbox.status import Outcome, Retry, Status
 from outbox.web import when
-
-from . import outcomes
-from .pages import (
+from tests.support import outcomes
+from tests.support.pages import (
     Element,
     claim,
     csrf,
+    facts,
+    field_box,
     fresh,
     htmx,
     move_to,
     parse,
+    shown_value,
 )
 
 RETRY = Retry(delay=60, backoff=2, max_delay=3600)
@@ -54,20 +56,6 @@ def row_ids(page: Element) -> list[int]:
     """The message ids of the outbox list's rows, top to bottom."""
     rows = page.find("tbody", id="rows")
     return [int(urlsplit(a["href"]).path.rsplit("/", 1)[1]) for a in rows.find_all("a")]
-
-
-def facts(dl: Element) -> dict[str, str]:
-    """A <dl> as term -> description text."""
-    items = [c for c in dl.children if isinstance(c, Element)]
-    return {
-        dt.text.strip(): dd.text.strip() for dt, dd in zip(items[::2], items[1::2], strict=True)
-    }
-
-
-def field_box(page: Element, name: str) -> Element:
-    """The <div class="field"> holding the form field name."""
-    (box,) = [d for d in page.find_all("div", class_="field") if d.find_all(id=name)]
-    return box
 
 
 def test_compose_shows_every_field_with_a_visible_label(signed_in):
@@ -144,13 +132,6 @@ def test_compose_with_bad_fields_is_422_with_each_error_beside_its_field(signed_
     for name, value in typed.items():
         assert shown_value(page.find(id=name)) == value
     assert stored(Message) == 0 and stored(Attachment) == 0
-
-
-def shown_value(control: Element) -> str:
-    """What a form control holds; a browser drops the newline that opens a textarea."""
-    if control.tag == "textarea":
-        return control.text.removeprefix("\r\n").removeprefix("\n")
-    return control["value"]
 
 
 def tabs(page: Element) -> dict[str, str]:

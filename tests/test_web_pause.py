@@ -8,9 +8,7 @@ from sqlalchemy import select
 from outbox import pause
 from outbox.extensions import db
 from outbox.models import AuditEvent, utcnow
-
-from .pages import csrf, htmx, parse
-from .test_roles import as_role
+from tests.support.pages import as_role, csrf, htmx, parse
 
 
 def test_the_dashboard_offers_pause_and_the_banner_says_who_when_and_why(signed_in):

@@ -12,8 +12,7 @@ from flask import Flask
 
 from outbox import accounts, tokens
 from outbox.webhooks import endpoints
-
-from .pages import csrf
+from tests.support.pages import csrf
 
 ELSEWHERE = ["https://evil.example/", "//evil.example/", "/\\evil.example/", "/\\/evil.example",
              "/\t/evil.example", "javascript:alert(1)", "evil.example"]  # fmt: skip

@@ -6,8 +6,7 @@ import time
 import pytest
 
 from outbox.web.shown import SHOWN_HTML_CHARS, loads_remote, without_remote
-
-from .pages import parse
+from tests.support.pages import parse
 
 KIB = 1024
 MIB = 1024 * KIB

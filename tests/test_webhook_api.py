@@ -6,8 +6,7 @@ from sqlalchemy import select
 from outbox import events, tokens
 from outbox.extensions import db
 from outbox.models import AuditEvent, WebhookEndpoint
-
-from .receiver import Receiver
+from tests.support.receiver import Receiver
 
 
 def auth(token: str) -> dict[str, str]:

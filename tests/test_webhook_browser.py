@@ -6,22 +6,15 @@ import pytest
 from outbox import events
 from outbox.extensions import db
 from outbox.webhooks import endpoints, store
-
-from . import test_browser as shared
-from .test_browser import staff_tab
-from .test_browser_pages import WIDTHS, fits
-
-# The shared fixtures, as this module's own (one live site, worker and browser per module).
-browser, chromium, clean_console, console, site = (
-    shared.browser, shared.chromium, shared.clean_console, shared.console, shared.site
-)  # fmt: skip
+from tests.support.browser import WIDTHS, screenshot_fits, staff_tab
 
 try:
     from playwright.sync_api import expect
-except ImportError:  # test_browser skipped the module already
+except ImportError:  # the chromium fixture skips the module's tests
     pass
 
-pytestmark = pytest.mark.browser
+# chromium first: nothing starts for tests that cannot run.
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 LONG_URL = "http://127.0.0.1:9/a-long-path/of-the-receiving-app/outbox/events?key=" + "k" * 60
 
 
@@ -52,12 +45,12 @@ def test_the_webhook_pages_fit_and_the_banner_names_the_disabled_endpoint(
         expect(page.locator("p.webhooks-off")).to_contain_text("failed 9 times")
         page.get_by_role("link", name="Webhooks", exact=True).click()
         expect(page.get_by_role("heading", name="Webhooks")).to_be_visible()
-        fits(page, "webhooks", width)
+        screenshot_fits(page, "webhooks", width)
         page.goto(f"/admin/webhooks/{hooked}")
         # The worker tries it and finds the address private (the site has no opt-out).
         expect(page.locator("table.deliveries")).to_contain_text("message.failed")
         page.get_by_text("Request").first.click()
-        fits(page, "webhook-endpoint", width)
+        screenshot_fits(page, "webhook-endpoint", width)
 
 
 def test_an_admin_adds_an_endpoint_and_sees_its_secret_once_on_a_phone(browser, site, console):
@@ -77,7 +70,7 @@ def test_an_admin_adds_an_endpoint_and_sees_its_secret_once_on_a_phone(browser, 
             site.app.config["WEBHOOK_ALLOW_PRIVATE"] = False
         secret = page.locator("#new-secret")
         expect(secret).to_contain_text("whsec_")
-        fits(page, "webhook-added", 390)
+        screenshot_fits(page, "webhook-added", 390)
         expect(page.get_by_text(LONG_URL)).to_be_visible()
         page.goto("/admin/webhooks")
         expect(page.locator("#new-secret")).to_have_count(0)

@@ -14,10 +14,9 @@ from outbox import events
 from outbox.extensions import db
 from outbox.models import WebhookDelivery
 from outbox.webhooks import endpoints, run_due
-
-from . import processes
-from .test_concurrency import OUTBOX, worker_env
-from .trickle import Trickler
+from tests.support import processes
+from tests.support.trickle import Trickler
+from tests.support.workers import OUTBOX, worker_env
 
 
 @pytest.fixture

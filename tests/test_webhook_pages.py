@@ -10,10 +10,8 @@ from outbox import events
 from outbox.extensions import db
 from outbox.models import AuditEvent, WebhookDelivery, WebhookEndpoint
 from outbox.webhooks import endpoints, run_due, store
-
-from .pages import csrf, parse
-from .receiver import Receiver
-from .test_roles import as_role
+from tests.support.pages import as_role, csrf, parse
+from tests.support.receiver import Receiver
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import pytest
 import trustme
 
 from outbox.webhooks import post, safety, signing
-
-from .receiver import Receiver
+from tests.support.receiver import Receiver
 
 
 @pytest.mark.parametrize(

@@ -13,10 +13,9 @@ from outbox import events
 from outbox.extensions import db
 from outbox.models import WebhookDelivery, utcnow
 from outbox.webhooks import endpoints, run_due, store
-
-from . import processes
-from .receiver import Receiver
-from .test_concurrency import OUTBOX, wait_until, worker_env
+from tests.support import processes
+from tests.support.receiver import Receiver
+from tests.support.workers import OUTBOX, wait_until, worker_env
 
 
 def ended_mid_delivery(smtp_app, smtp, tmp_path, receiver, how: int) -> int | None:  # type: ignore[no-untyped-def]

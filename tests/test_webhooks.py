@@ -15,8 +15,7 @@ from outbox.extensions import db
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from outbox.webhooks import endpoints, run_due, store
 from outbox.worker import Worker
-
-from .receiver import Receiver
+from tests.support.receiver import Receiver
 
 
 @pytest.fixture

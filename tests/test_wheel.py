@@ -31,9 +31,8 @@ import pytest
 from packaging.version import Version
 
 from outbox import app as outbox_app
-
-from .pages import Element, parse
-from .smtpd import SmtpServer, free_port
+from tests.support.pages import Element, parse
+from tests.support.smtpd import SmtpServer, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 # Each folder of the checkout, and where its files are in the wheel.

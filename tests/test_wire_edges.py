@@ -12,10 +12,8 @@ from outbox.extensions import db
 from outbox.models import Message
 from outbox.rendered import Features
 from outbox.worker import Worker
-
-from .test_queue import fresh
-from .test_recipients import states
-from .test_wire_roundtrip import aiosmtpd_server
+from tests.support.rows import fresh, states
+from tests.support.wire import aiosmtpd_server
 
 
 @pytest.fixture

@@ -10,13 +10,9 @@ import contextlib
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
-from aiosmtpd.controller import Controller
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
@@ -26,60 +22,10 @@ from outbox.drafts import DraftError, build_draft
 from outbox.extensions import db
 from outbox.models import Message
 from outbox.rendered import Features
-
-from .mailcheck import check, headers, wire
-from .postfix import require
-from .smtp_sink import SINK_FIELDS, SMTP_SINK, SmtpSink, split_trace
-from .smtpd import free_port
-
-
-@dataclass
-class Got:
-    mail_from: str
-    rcpt_tos: list[str]
-    options: list[str]
-    content: bytes
-
-
-@dataclass
-class Handler:
-    """aiosmtpd handler that records each mail with its MAIL FROM options."""
-
-    eight_bit: bool
-    received: list[Got] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    async def handle_EHLO(self, server, session, envelope, hostname, responses):  # type: ignore[no-untyped-def]  # noqa: N802
-        session.host_name = hostname
-        if not self.eight_bit:
-            responses = [r for r in responses if r[4:] != "8BITMIME"]
-        return [*responses[:-1], "250-PIPELINING", responses[-1]]
-
-    async def handle_DATA(self, server, session, envelope):  # type: ignore[no-untyped-def]  # noqa: N802
-        got = Got(envelope.mail_from, list(envelope.rcpt_tos), list(envelope.mail_options),
-                  envelope.original_content or envelope.content)  # fmt: skip
-        with self.lock:
-            self.received.append(got)
-        return "250 OK"
-
-
-@dataclass
-class WireServer:
-    port: int
-    offers: Features
-    received: Callable[[], list[Got]]
-
-
-@contextlib.contextmanager
-def aiosmtpd_server(offers: Features) -> Iterator[WireServer]:
-    handler, port = Handler(offers.eight_bit), free_port()
-    kwargs: dict[str, Any] = {"enable_SMTPUTF8": offers.smtputf8}
-    controller = Controller(handler, hostname="127.0.0.1", port=port, **kwargs)
-    controller.start()
-    try:
-        yield WireServer(port, offers, lambda: list(handler.received))
-    finally:
-        controller.stop()
+from tests.support.mailcheck import check, headers, wire
+from tests.support.postfix import require
+from tests.support.smtp_sink import SINK_FIELDS, SMTP_SINK, SmtpSink, split_trace
+from tests.support.wire import Got, WireServer, aiosmtpd_server
 
 
 @contextlib.contextmanager

@@ -4,32 +4,15 @@ import time
 from datetime import timedelta
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
 
 from outbox import queue
 from outbox.extensions import db
 from outbox.models import Attempt, Message, utcnow
 from outbox.status import Status
 from outbox.worker import Tally, Worker
-
-from .smtpd import SilentServer, free_port
-from .test_queue import fresh
-
-
-def attempts_of(message_id: int) -> list[Attempt]:
-    return db.session.query(Attempt).filter_by(message_pk=message_id).order_by(Attempt.id).all()
-
-
-def store(message_id: int, old: Status, **values: object) -> None:
-    """Write straight into one row, guarded by the status it must be in."""
-    stmt = update(Message).where(Message.id == message_id, Message.status == old.value)
-    assert db.session.execute(stmt.values(**values)).rowcount == 1
-    db.session.commit()
-
-
-def make_due(message_id: int) -> None:
-    """Let a deferred message's wait run out now."""
-    store(message_id, Status.DEFERRED, next_attempt_at=utcnow())
+from tests.support.rows import attempts_of, fresh, make_due, store
+from tests.support.smtpd import SilentServer, free_port
 
 
 def point_at(app, port: int) -> None:  # type: ignore[no-untyped-def]

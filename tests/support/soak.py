@@ -25,7 +25,7 @@ from outbox.status import Status
 from . import processes
 from .sink import Sink
 from .smtpd import free_port
-from .test_concurrency import OUTBOX, worker_env
+from .workers import OUTBOX, worker_env
 
 SOAK = os.environ.get("OUTBOX_SOAK") == "1"
 T = TypeVar("T")

@@ -4,6 +4,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
+from urllib.parse import parse_qs, urlsplit
 
 from outbox import queue
 from outbox.extensions import db
@@ -11,6 +12,9 @@ from outbox.models import Message, utcnow
 from outbox.status import Retry, Status
 
 from . import outcomes
+
+PASSWORD = "correct horse"
+
 
 RETRY = Retry(delay=60, backoff=2, max_delay=3600)
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source",
@@ -146,3 +150,52 @@ def move_to(message: Message, status: Status, error: str = "550 5.1.1 no such us
             outcomes.sent(held, now)
     assert fresh(message.id).status == status
     return message.id
+
+
+def sign_in_form(client, email: str = "staff@example.com", password: str = PASSWORD) -> dict:
+    return {"csrf_token": csrf(client, "/sign-in"), "email": email, "password": password}
+
+
+def sign_in_target(location: str) -> str | None:
+    """The next= of a redirect to the sign-in page, if it has one."""
+    parts = urlsplit(location)
+    assert parts.path == "/sign-in", location
+    return parse_qs(parts.query).get("next", [None])[0]
+
+
+def facts(dl: Element) -> dict[str, str]:
+    """A <dl> as term -> description text."""
+    items = [c for c in dl.children if isinstance(c, Element)]
+    return {
+        dt.text.strip(): dd.text.strip() for dt, dd in zip(items[::2], items[1::2], strict=True)
+    }
+
+
+def field_box(page: Element, name: str) -> Element:
+    """The <div class="field"> holding the form field name."""
+    (box,) = [d for d in page.find_all("div", class_="field") if d.find_all(id=name)]
+    return box
+
+
+def shown_value(control: Element) -> str:
+    """What a form control holds; a browser drops the newline that opens a textarea."""
+    if control.tag == "textarea":
+        return control.text.removeprefix("\r\n").removeprefix("\n")
+    return control["value"]
+
+
+def as_role(app, staff, role: str):
+    """A test client signed in as the staff account, given this role."""
+    staff.role = role
+    db.session.commit()
+    client = app.test_client()
+    with client.session_transaction() as session:
+        session["_user_id"] = staff.get_id()
+        session["_fresh"] = True
+    return client
+
+
+def compose(client, **fields):  # type: ignore[no-untyped-def]
+    """The compose form posted with a valid CSRF token; fields override its defaults."""
+    form = {"csrf_token": csrf(client), "to": "ann@example.com", "text": "Hi", **fields}
+    return client.post("/messages/new", data=form)

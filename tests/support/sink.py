@@ -2,7 +2,7 @@
 
 The soak tests send tens of thousands of mails; an aiosmtpd server inside pytest
 would share its interpreter lock with the test. Run as
-`python -m tests.sink PORT FILE [DELAY]`: it prints "ready" once it listens, writes one
+`python -m tests.support.sink PORT FILE [DELAY]`: it prints "ready" once it listens, writes one
 Message-ID a line (flushed before it answers 250), waiting DELAY seconds first
 when given, and stops on SIGTERM.
 """
@@ -72,9 +72,9 @@ class Sink:
         self.process: subprocess.Popen[str] | None = None
 
     def start(self) -> "Sink":
-        command = [sys.executable, "-m", "tests.sink", str(self.port), str(self.path)]
+        command = [sys.executable, "-m", "tests.support.sink", str(self.port), str(self.path)]
         command.append(str(self.delay))
-        root = Path(__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]
         self.process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         line = self.process.stdout.readline()

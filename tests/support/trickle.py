@@ -18,7 +18,7 @@ from pathlib import Path
 
 from . import processes
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100000\r\n\r\n"
 
 

@@ -9,6 +9,9 @@ from cryptography.hazmat.primitives import serialization
 from outbox.dkim import keys
 from outbox.dkim.signing import Signer
 
+SIGNATURE = re.compile(rb"^DKIM-Signature:.*?(?=^\S)", re.MULTILINE | re.DOTALL)
+
+
 # A zone line as `outbox dkim add` prints it: name, IN TXT, and quoted strings.
 ZONE_LINE = re.compile(r'^\s*(\S+\._domainkey\.\S+\.) IN TXT \( ((?:"[^"]*" )+)\)$', re.MULTILINE)
 
@@ -51,3 +54,19 @@ def verifies(message: bytes, records: dict[bytes, bytes], index: int = 0) -> boo
         return bool(dkim.DKIM(message).verify(idx=index, dnsfunc=dns(records)))
     except dkim.DKIMException:  # a body hash mismatch is raised, not returned
         return False
+
+
+def add_key(runner, domain: str, selector: str, *options: str) -> dict[bytes, bytes]:  # type: ignore[no-untyped-def]
+    """`outbox dkim add`, and the record it printed, as DNS would serve it."""
+    result = runner.invoke(args=["dkim", "add", domain, "--selector", selector, *options])
+    assert result.exit_code == 0, result.output
+    records = published(result.output)
+    assert len(records) == 1
+    return records
+
+
+def tags(message: bytes, index: int = 0) -> dict[str, str]:
+    """The tags of a mail's index-th DKIM-Signature."""
+    header = SIGNATURE.findall(message)[index].decode()
+    value = re.sub(r"\s+", "", header.partition(":")[2])
+    return dict(tag.split("=", 1) for tag in value.split(";") if tag)

@@ -1,6 +1,6 @@
 """A process that takes one bucket's tokens as fast as it can, for the concurrency test.
 
-`python -m tests.throttling hammer NAME RATE SECONDS` (OUTBOX_DATABASE_URL set) takes
+`python -m tests.support.throttling hammer NAME RATE SECONDS` (OUTBOX_DATABASE_URL set) takes
 tokens of bucket NAME for SECONDS from when it reads a line, and prints for each it got
 the time it asked with (its now, Unix seconds), one a line, then `asked FIRST LAST`: the
 times of its first and last ask.
@@ -10,7 +10,7 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from outbox import create_app, queue
+from outbox import create_app, queue, routes
 from outbox.models import utcnow
 from outbox.throttle import keys, taking
 
@@ -43,3 +43,11 @@ def unix(moment: datetime) -> float:
 
 if __name__ == "__main__":
     hammer(sys.argv[2], float(sys.argv[3]), float(sys.argv[4]))
+
+
+def with_limits(app, domains: dict[str, float], rate: float | None = None) -> routes.Route:  # type: ignore[no-untyped-def]
+    """Set the app's routes table to these limits; the route the worker would use."""
+    table = routes.table()
+    route = routes.Route("relay", next(iter(table.routes.values())).settings, rate=rate)
+    app.extensions["outbox.routes"] = routes.Table({"relay": route}, domains=domains)
+    return route

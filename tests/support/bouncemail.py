@@ -7,7 +7,18 @@ mail delivery software.") with X-Failed-Recipients. An out-of-office answer is n
 bounce. Every builder returns the raw bytes as the MTA would send them.
 """
 
+import os
+import sys
+from collections.abc import Iterator
 from email.utils import formatdate
+
+import pytest
+
+from . import processes
+from .smtpd import free_port
+
+MAX_BYTES = 200_000
+
 
 DATE = formatdate(1795000000)
 
@@ -176,3 +187,22 @@ def stray(to: str) -> bytes:
         "Hello, is this address read by anyone?\r\n"
     )
     return text.encode()
+
+
+BOUNCES = "bounces@example.com"
+
+
+@pytest.fixture
+def listener(app, tmp_path) -> Iterator[int]:  # type: ignore[no-untyped-def]
+    """`outbox bounces --listen` on a free loopback port, on the test's database; its port."""
+    port = free_port()
+    env = dict(os.environ, OUTBOX_DATABASE_URL=app.config["DATABASE_URL"],
+               OUTBOX_INSTANCE_PATH=str(tmp_path), OUTBOX_SECRET_KEY=app.secret_key,
+               OUTBOX_BOUNCE_ADDRESS=BOUNCES, OUTBOX_BOUNCE_MAX_BYTES=str(MAX_BYTES))  # fmt: skip
+    command = [sys.executable, "-m", "outbox", "bounces", "--listen", f"127.0.0.1:{port}"]
+    with processes.group(command, env=env, stdout=processes.subprocess.PIPE, text=True) as server:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line.startswith(f"taking bounces for {BOUNCES} on 127.0.0.1:{port}"), line
+        yield port
+        assert processes.end(server) == 0
