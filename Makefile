@@ -28,7 +28,7 @@ $(RUN_STAMP): pyproject.toml setup.py | $(UV)
 	$(INSTALL) -e .
 	touch $@
 
-# pip too: tests/test_wheel.py builds the wheel with it. Compiled now, every module of the
+# pip too: tests/e2e/test_wheel.py builds the wheel with it. Compiled now, every module of the
 # venv: the tests start outbox in many processes, and with PYTHONDONTWRITEBYTECODE set
 # each would compile what it imports again (2.5 s a start).
 $(DEV_STAMP): $(RUN_STAMP)

@@ -1,6 +1,6 @@
 """A real Postfix as a test server, and the fixtures for it and for smtp-sink.
 
-The servers and what they yield are described in tests/smtp_sink.py. A server that
+The servers and what they yield are described in tests/support/smtp_sink.py. A server that
 cannot be started skips its test, and fails it under CI (CI=true).
 """
 

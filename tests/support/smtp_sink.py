@@ -1,4 +1,4 @@
-"""smtp-sink as a test server, and what the file-keeping servers of tests/postfix.py share.
+"""smtp-sink as a test server, and what the file-keeping servers of tests/support/postfix.py share.
 
 Each server is a process of the test's own on a free 127.0.0.1 port, and has the
 attributes a round-trip test needs whatever the server: `host`, `port`, `ehlo` (the

@@ -1,4 +1,4 @@
-"""TLS for the tests: a private CA, certificates, and a recording SMTP server with STARTTLS and AUTH."""
+"""TLS for the tests: a private CA, its certificates, a recording SMTP server with STARTTLS."""
 
 import hmac
 import ssl

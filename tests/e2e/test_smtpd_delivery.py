@@ -4,7 +4,7 @@ smtplib, Flask-Mail and Django's SMTP backend each submit over STARTTLS with an 
 token to the `outbox smtpd` process, on every database; a worker then sends what was
 queued to the test SMTP server, which must get the client's bytes: the same header
 fields in the same order and the same body, less a Bcc field, plus only what outbox
-may add (tests/smtpd_process.py). The envelope comes from RCPT TO, so Bcc gets it.
+may add (tests/support/smtpd_process.py). The envelope comes from RCPT TO, so Bcc gets it.
 """
 
 import base64

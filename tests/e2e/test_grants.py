@@ -21,7 +21,7 @@ from tests.support.app import base_config, draft
 from tests.support.databases import server_database
 from tests.support.smtpd import SmtpServer
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),
            pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip
 

@@ -143,7 +143,7 @@ def test_an_hour_stored_twice_keeps_its_first_count(app, message_pk):
 
 # `python -c` imports outbox from its working directory first: this checkout's, not
 # whichever one the environment has installed.
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 VIEWER = """
 import sys, time
 from datetime import datetime

@@ -18,7 +18,7 @@ from tests.support import processes
 from tests.support.deploy import DEPLOY, unit
 from tests.support.smtpd import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UNITS = ["outbox-web.service", "outbox-worker.service", "outbox-web-granian.service",
          "outbox-smtpd.service"]  # fmt: skip
 VENV = "/opt/outbox/venv"  # where the units and the README install outbox

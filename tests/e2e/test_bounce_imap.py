@@ -1,4 +1,4 @@
-"""The workers' poll of a bounce mailbox, against a real Dovecot (tests/dovecot.py)."""
+"""The workers' poll of a bounce mailbox, against a real Dovecot (tests/support/dovecot.py)."""
 
 import logging
 import os

@@ -19,7 +19,7 @@ from outbox.tally import Tally
 from outbox.worker import Worker
 from tests.support.client_served import Served
 
-PROJECT = Path(__file__).with_name("django_project")
+PROJECT = Path(__file__).parents[1] / "django_project"
 IMAGE = b"\x89PNG\r\n\x1a\n" + bytes(range(256))  # as shop/views.py attaches it
 SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),
            pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip

@@ -44,7 +44,7 @@ pytestmark = [
 ]
 BIN = Path(sys.executable).parent
 LIMIT = 100_000  # OUTBOX_MAX_MESSAGE_BYTES here: a larger body is refused with 413
-DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 
 
 def _granian(port: int) -> list[str]:
@@ -57,7 +57,7 @@ def _granian(port: int) -> list[str]:
 
 
 # granian as deploy/ runs it; gunicorn as deploy/gunicorn.conf.py sets it up (processes,
-# threads, graceful stop), which tests/test_deploy.py starts as it is.
+# threads, graceful stop), which tests/e2e/test_deploy.py starts as it is.
 COMMANDS = {
     "gunicorn": lambda port: [str(BIN / "gunicorn"), "--workers", "2", "--worker-class",
                               "gthread", "--threads", "4", "--bind", f"127.0.0.1:{port}",

@@ -123,7 +123,7 @@ def test_line_break_in_any_compose_header_field_is_422_beside_it(signed_in, name
     assert nothing_stored()
 
 
-OWN_SCRIPTS = {p.name for p in (Path(__file__).parent.parent / "static").glob("*.js")}
+OWN_SCRIPTS = {p.name for p in (Path(__file__).parents[2] / "static").glob("*.js")}
 
 
 def inert(response) -> str:  # type: ignore[no-untyped-def]
@@ -224,10 +224,10 @@ def test_sign_in_shows_what_was_typed_back_escaped(client, staff):
 
 # Filled in for each route's URL; a route with another argument fails until it is added.
 # Open by design: the probes answer anyone (they show no message), and /metrics has a
-# bearer token of its own, refused without it in tests/test_metrics.py.
+# bearer token of its own, refused without it in tests/e2e/test_metrics.py.
 OPEN = {"static", "auth.sign_in", "health.healthz", "health.readyz", "metrics.scrape"}
 # mailings (issue 16): one-click unsubscribe takes a token signed per recipient instead,
-# and refuses any other (tests/test_mailing_delivery.py).
+# and refuses any other (tests/http/test_mailing_delivery.py).
 OPEN |= {"unsubscribe.confirm", "unsubscribe.unsubscribe"}
 
 

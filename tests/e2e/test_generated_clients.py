@@ -18,7 +18,7 @@ from outbox.openapi.examples import EXAMPLES
 from tests.support.client_served import Served
 
 BIN = Path(sys.executable).parent
-NODE = Path(__file__).parent / "typescript"  # its package.json: openapi-typescript, typescript
+NODE = Path(__file__).parents[1] / "typescript"  # its package.json: openapi-typescript, typescript
 PACKAGE = "outbox_generated"
 
 

@@ -19,7 +19,7 @@ from outbox.models import WebhookDelivery, utcnow
 from outbox.webhooks import endpoints, run_due
 from outbox.worker import Worker
 
-README = Path(__file__).parent.parent / "README.md"
+README = Path(__file__).parents[2] / "README.md"
 
 
 def recipe() -> str:

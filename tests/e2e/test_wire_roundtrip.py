@@ -2,7 +2,7 @@
 SMTP servers offering 8BITMIME and SMTPUTF8 or not, and read back byte for byte.
 
 SERVERS names each server kind and what it offers; a kind is a context manager factory
-yielding a WireServer. tests/postfix.py's smtp-sink and smtpd can be added to it.
+yielding a WireServer. tests/support/postfix.py's smtp-sink and smtpd can be added to it.
 """
 
 import base64

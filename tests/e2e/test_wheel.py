@@ -34,7 +34,7 @@ from outbox import app as outbox_app
 from tests.support.pages import Element, parse
 from tests.support.smtpd import SmtpServer, free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Each folder of the checkout, and where its files are in the wheel.
 SHIPPED = {"outbox": "outbox", "templates": "outbox/templates", "static": "outbox/static"}
 # What the build must not copy from a working checkout.

@@ -363,7 +363,7 @@ def tls_worker(app, tmp_path) -> Iterator[Any]:  # type: ignore[no-untyped-def]
     def start(**settings: object) -> subprocess.Popen[str]:
         env = dict(
             os.environ,
-            PYTHONPATH=str(Path(__file__).parent.parent),
+            PYTHONPATH=str(Path(__file__).parents[2]),
             OUTBOX_DATABASE_URL=app.config["DATABASE_URL"],
             OUTBOX_INSTANCE_PATH=str(tmp_path),
             OUTBOX_SMTP_TIMEOUT="5",

@@ -36,7 +36,7 @@ from tests.support import mailing_helpers, outcomes
 from tests.support.api import MESSAGES, RETRY, auth
 
 DAY = timedelta(days=1)
-CHECKOUT = Path(__file__).resolve().parent.parent
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 def count(model) -> int:  # type: ignore[no-untyped-def]
