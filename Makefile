@@ -1,4 +1,5 @@
-# make run: outbox on the embedded defaults; make test: the whole test suite.
+# make run: outbox on the embedded defaults; make check: the quick tests (unit and http, on
+# SQLite alone, no server needed); make test: the whole test suite.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -14,7 +15,7 @@ INSTALL := $(UV) pip install --quiet --python $(BIN)/python
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: run test soak lint clean
+.PHONY: run check test soak lint clean
 
 # uv installs what outbox needs in a third of pip's time (a first make run: 4 s against
 # 12), so pip only puts uv into a venv made without pip of its own. uv reads the index
@@ -28,7 +29,7 @@ $(RUN_STAMP): pyproject.toml setup.py | $(UV)
 	$(INSTALL) -e .
 	touch $@
 
-# pip too: tests/test_wheel.py builds the wheel with it. Compiled now, every module of the
+# pip too: tests/e2e/test_wheel.py builds the wheel with it. Compiled now, every module of the
 # venv: the tests start outbox in many processes, and with PYTHONDONTWRITEBYTECODE set
 # each would compile what it imports again (2.5 s a start).
 $(DEV_STAMP): $(RUN_STAMP)
@@ -37,6 +38,9 @@ $(DEV_STAMP): $(RUN_STAMP)
 
 run: $(RUN_STAMP)
 	$(BIN)/outbox demo --port $(PORT) --smtp-port $(SMTP_PORT)
+
+check: $(DEV_STAMP)
+	OUTBOX_TEST_DATABASES=sqlite $(BIN)/python -m pytest -n $(TEST_PROCESSES) tests/unit tests/http
 
 test: $(DEV_STAMP)
 	$(BIN)/python -m pytest -n $(TEST_PROCESSES) --dist loadfile

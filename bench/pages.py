@@ -132,7 +132,7 @@ def older_link(client: FlaskClient) -> str:
 
 
 def signed_in(app: Flask, user_id: str) -> FlaskClient:
-    """A test client whose session belongs to the staff account, as tests/conftest.py signs in."""
+    """A test client whose session belongs to the staff account, as tests/support/app.py does."""
     client = app.test_client()
     with client.session_transaction() as session:
         session["_user_id"] = user_id

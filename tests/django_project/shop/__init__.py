@@ -1,1 +1,1 @@
-"""A shop that sends its mail through outbox (tests/test_client_django.py)."""
+"""A shop that sends its mail through outbox (tests/e2e/test_client_django.py)."""

@@ -1,0 +1,1 @@
+"""What depends on the database, on SQLite, MariaDB and PostgreSQL."""

@@ -1,0 +1,1 @@
+"""End to end: worker processes, a real browser, Postfix, Dovecot, DNS."""

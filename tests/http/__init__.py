@@ -1,0 +1,1 @@
+"""The API and the staff pages through the test client."""

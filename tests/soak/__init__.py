@@ -1,0 +1,1 @@
+"""Long-running robustness runs; full size with OUTBOX_SOAK=1."""
