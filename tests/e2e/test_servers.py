@@ -66,10 +66,20 @@ COMMANDS = {
 }  # fmt: skip
 
 
+# The flags with which each server bounds its graceful stop before it kills what is left.
+STOP_FLAGS = ("--workers-kill-timeout", "--graceful-timeout")
+
+
+def _stop_bound(command: list[str]) -> float:
+    """Seconds the server's command gives a process to finish before it is killed."""
+    return next(float(command[i + 1]) for i, w in enumerate(command) if w in STOP_FLAGS)
+
+
 @dataclass
 class Server:
     port: int
     process: Any = None  # subprocess.Popen, leading a process group
+    stop_bound: float = 0.0  # seconds a graceful stop may take before the kill (its flag)
 
     def connect(self) -> http.client.HTTPConnection:
         return http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
@@ -86,7 +96,7 @@ def server(request: pytest.FixtureRequest, app, tmp_path: Path) -> Iterator[Serv
     command = COMMANDS[request.param](found.port)
     with (tmp_path / "server.log").open("w") as log, \
          processes.group(command, env=env, stdout=log, stderr=log) as process:  # fmt: skip
-        found.process = process
+        found.process, found.stop_bound = process, _stop_bound(command)
         deadline = time.monotonic() + 30
         while not _answers(found):
             assert process.poll() is None, (tmp_path / "server.log").read_text()
@@ -220,7 +230,8 @@ def test_sigterm_with_a_request_half_sent_ends_every_process(server, app):
     time.sleep(0.5)
     server.process.send_signal(signal.SIGTERM)
     try:
-        assert server.process.wait(timeout=30) == 0
+        # The stuck process ends at the server's kill timeout: wait well past it.
+        assert server.process.wait(timeout=server.stop_bound + 60) == 0
         deadline = time.monotonic() + 15
         while _group_alive(server.process.pid):
             assert time.monotonic() < deadline, "a process of the server outlived it"
