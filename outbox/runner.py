@@ -77,9 +77,11 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
         with app.app_context():  # its teardown ends the session
             rollups.count_if_due(worker.worker_id)
 
+    # A tick that comes late (a busy machine) still drains: APScheduler would skip it
+    # with a warning past its default grace of a second.
     scheduler.add_job(
         tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
-        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+        max_instances=1, coalesce=True, misfire_grace_time=None, next_run_time=datetime.now(UTC),
     )  # fmt: skip
     # In a thread of its own, beside the drain. Of many workers the first whose turn
     # comes counts; the jitter keeps them from all finding the count due at once.
