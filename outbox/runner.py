@@ -37,8 +37,26 @@ def catch_stops() -> None:
     signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)
 
 
+class OverrunsQuiet(logging.Filter):
+    """APScheduler's line for a tick skipped while the job's last run goes on, at DEBUG.
+
+    A drain that outlasts POLL_INTERVAL (a backlog, a slow server) is the worker at work,
+    not a fault: at WARNING it would fill the log with a line every interval it runs.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "maximum number of running instances reached" not in str(record.msg):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+OVERRUNS_QUIET = OverrunsQuiet()
+
+
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
     """Add the drain and the full count per status; the lock returned is held while a pass runs."""
+    logging.getLogger("apscheduler.scheduler").addFilter(OVERRUNS_QUIET)  # once: same filter
     busy = threading.Lock()
 
     def tick() -> None:
@@ -59,9 +77,11 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
         with app.app_context():  # its teardown ends the session
             rollups.count_if_due(worker.worker_id)
 
+    # A tick that comes late (a busy machine) still drains: APScheduler would skip it
+    # with a warning past its default grace of a second.
     scheduler.add_job(
         tick, "interval", seconds=app.config["POLL_INTERVAL"], id="drain",
-        max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+        max_instances=1, coalesce=True, misfire_grace_time=None, next_run_time=datetime.now(UTC),
     )  # fmt: skip
     # In a thread of its own, beside the drain. Of many workers the first whose turn
     # comes counts; the jitter keeps them from all finding the count due at once.

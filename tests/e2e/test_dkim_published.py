@@ -2,6 +2,7 @@
 and TCP for records past 512 octets) serving the zone lines `outbox dkim add` printed,
 and held to the key: published, missing, another key's, revoked, doubled, unanswered."""
 
+import errno
 import socket
 from collections.abc import Callable, Iterator
 
@@ -14,6 +15,7 @@ from outbox.dkim import keys, published
 from outbox.models import utcnow
 
 Serve = Callable[[list[str]], str]
+PAIR_TRIES = 20  # port numbers drawn before giving up
 
 
 class Classic(DNSHandler):
@@ -47,6 +49,23 @@ def heard() -> Heard:
     return Heard()
 
 
+def bound_pair(make: Callable[[int, bool], DNSServer]) -> tuple[DNSServer, DNSServer]:
+    """A TCP and a UDP server bound on one port number the OS chose.
+
+    The OS picks a port free for TCP; another process may hold the same number for UDP.
+    Such a pair is closed and another drawn: a bounded search, not a wait.
+    """
+    for _ in range(PAIR_TRIES):
+        tcp = make(0, True)
+        try:
+            return tcp, make(tcp.server.server_address[1], False)
+        except OSError as exc:
+            tcp.server.server_close()  # the UDP server closed its own socket when bind failed
+            if exc.errno != errno.EADDRINUSE:
+                raise
+    raise OSError(errno.EADDRINUSE, f"no port free for both TCP and UDP in {PAIR_TRIES} tries")
+
+
 @pytest.fixture
 def serve(app, heard: Heard) -> Iterator[Serve]:  # type: ignore[no-untyped-def]
     """Serve zone lines on a loopback port over UDP and TCP; OUTBOX_DNS_RESOLVERS names it."""
@@ -55,12 +74,11 @@ def serve(app, heard: Heard) -> Iterator[Serve]:  # type: ignore[no-untyped-def]
     def start(lines: list[str]) -> str:
         resolver = ZoneResolver("\n".join(lines) + "\n")
         found = {"address": "127.0.0.1", "logger": heard, "handler": Classic}
-        udp = DNSServer(resolver, port=0, **found)  # type: ignore[arg-type]
-        port = udp.server.server_address[1]
-        tcp = DNSServer(resolver, port=port, tcp=True, **found)  # type: ignore[arg-type]
-        for server in (udp, tcp):
+        pair = bound_pair(lambda port, tcp: DNSServer(resolver, port=port, tcp=tcp, **found))  # type: ignore[arg-type]
+        servers.extend(pair)
+        for server in pair:
             server.start_thread()
-            servers.append(server)
+        port = pair[0].server.server_address[1]
         app.config["DNS_RESOLVERS"] = f"127.0.0.1:{port}"
         return app.config["DNS_RESOLVERS"]
 
