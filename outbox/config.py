@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     # SMTP connections each worker process keeps busy at once (the default route's).
     "MAIL_MAX_CONNECTIONS": 1,  # connections
     # --- routes, throttling, DKIM, mailings (issue 16) ---
-    # A TOML or JSON file of SMTP routes, rules and per-domain limits (README "Routes");
+    # A TOML or JSON file of SMTP routes, rules and per-domain limits (docs: operating/routes.md);
     # a relative path is taken in the instance folder. None: one route from MAIL_*.
     "ROUTES": None,  # path
     # dkim (issue 16): how often each process rereads the signing keys (`outbox dkim`).

@@ -4,7 +4,7 @@ Several processes (gunicorn's workers, `outbox worker --processes N`) each count
 own. With PROMETHEUS_MULTIPROC_DIR set in their environment before they start, every
 process writes its counts to files there and /metrics adds up all of them; without it
 each process has its own registry and /metrics shows that process's counts only. The
-directory must be emptied whenever the processes all start afresh (see the README).
+directory must be emptied whenever the processes all start afresh (docs: operating/metrics.md).
 """
 
 import bisect
