@@ -159,14 +159,17 @@ def settings_page() -> str:
         "folder's `config.py`; [Getting started](../getting-started.md#configuration) says "
         "which wins. `instance/` below means the instance folder.",
         "",
-        "| variable | type | default | meaning |",
-        "|---|---|---|---|",
     ]
     for name, default in settings.DEFAULTS.items():
-        lines.append(
-            f"| `OUTBOX_{name}` | {settings.type_name(name)} | {shown_default(name, default)} "
-            f"| {cell(settings.DESCRIPTIONS[name])} |"
-        )
+        description = settings.DESCRIPTIONS[name]
+        lines += [
+            f"## `OUTBOX_{name}`",
+            "",
+            f"{settings.type_name(name).capitalize()}; default {shown_default(name, default)}.",
+            "",
+            description[0].upper() + description[1:] + ".",
+            "",
+        ]
     return "\n".join(lines) + "\n"
 
 
