@@ -136,7 +136,10 @@ def type_of(schema: Schema) -> str:
     if kinds == "array":
         return f"list of {type_of(schema.get('items', {}))}"
     if kinds == "object" and isinstance(schema.get("additionalProperties"), dict):
-        return f"object of {type_of(schema['additionalProperties'])}"
+        names = schema.get("propertyNames", {}).get("pattern")
+        most = schema.get("maxProperties")
+        keys = (f" of at most {most} keys" if most else "") + (f" `{names}`" if names else "")
+        return f"object{keys} to {type_of(schema['additionalProperties'])}"
     return kinds + (f" ({schema['format']})" if "format" in schema else "") + limits(schema)
 
 
