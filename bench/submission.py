@@ -1,4 +1,4 @@
-"""How fast `outbox smtpd` takes mail, beside bare smtplib into a plain aiosmtpd sink (issue 17).
+"""How fast `outbox smtpd` takes mail, beside bare smtplib into a plain aiosmtpd sink.
 
     .venv/bin/python bench/submission.py                    # MariaDB, 4 connections, 4,000 mails
     .venv/bin/python bench/submission.py --mails 10000 --connections 8 --rounds 3

@@ -7,7 +7,7 @@ from .app import create_app
 
 main = FlaskGroup(create_app=create_app, help="outbox: a database-backed mail outbox.")
 main.add_command(demo.command)
-main.add_command(checkup.command)  # metrics (issue 14): reports settings create_app refuses
+main.add_command(checkup.command)  # `outbox check`: reports settings create_app refuses
 
 if __name__ == "__main__":
     main()

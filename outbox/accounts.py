@@ -1,11 +1,14 @@
 """Staff accounts: creating them, their passwords, and slowing down password guessing."""
 
+import hmac
 import ipaddress
 import math
+import secrets
 from datetime import datetime, timedelta
+from functools import cache
 
 from email_validator import EmailNotValidError, validate_email
-from sqlalchemy import delete, func, select
+from sqlalchemy import delete, func, select, update
 from werkzeug.security import check_password_hash, generate_password_hash
 
 from . import audit
@@ -15,8 +18,9 @@ from .models import SignInFailure, User, utcnow
 from .roles import ROLES
 
 MIN_PASSWORD = 8  # characters
-FAILURE_LIMIT = 5  # failed sign-ins from one address ...
-FAILURE_WINDOW = timedelta(minutes=15)  # ... within this long lock that address out
+FAILURE_LIMIT = 5  # failed sign-ins from one client (client_key) ...
+ACCOUNT_FAILURE_LIMIT = 20  # ... or at one account, from any clients ...
+FAILURE_WINDOW = timedelta(minutes=15)  # ... within this long lock that client or account out
 
 
 class AccountError(Exception):
@@ -24,12 +28,13 @@ class AccountError(Exception):
 
 
 class TooManyFailures(Exception):
-    """This address failed too often lately; retry_after is in seconds."""
+    """This client or account failed too often lately; retry_after is in seconds."""
 
-    def __init__(self, retry_after: int):
+    def __init__(self, retry_after: int, whose: str = "from your address"):
         minutes = -(-retry_after // 60)  # rounded up
         super().__init__(f"try again in {minutes} minute{'s' if minutes != 1 else ''}")
         self.retry_after = retry_after
+        self.whose = whose  # "from your address" or "at this account"
 
 
 def _checked_email(email: str) -> str:
@@ -129,59 +134,124 @@ def set_password(email: str, password: str) -> None:
     audit.record("set_password", detail={"email": user.email})
 
 
+def client_key(remote_addr: str) -> str:
+    """What a client's failures are counted under: its IPv4 address, or its IPv6 /64.
+
+    One IPv6 host is given a /64 to choose addresses from, so counting per address would
+    give it 2**64 tries; each is written one way, however the proxy spelled it. A /64
+    itself (as lockouts names it) is its own key.
+    """
+    try:
+        address = ipaddress.ip_address(remote_addr)
+    except ValueError:
+        try:
+            network = ipaddress.ip_network(remote_addr, strict=False)
+        except ValueError:
+            return remote_addr[:64]
+        address = network.network_address
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is None:
+        return str(ipaddress.IPv6Network((address, 64), strict=False))
+    if isinstance(address, ipaddress.IPv6Address):
+        return str(address.ipv4_mapped)
+    return str(address)
+
+
+@cache
+def _decoy_hash() -> str:
+    """A hash to check an unknown account's password against, made once a process."""
+    return generate_password_hash(secrets.token_hex(16))
+
+
 def sign_in(
     email: str, password: str, remote_addr: str, now: datetime | None = None
 ) -> User | None:
-    """The account if the password is right; records failures and refuses guessers."""
+    """The account if the password is right; records failures and refuses guessers.
+
+    Each try is written (and committed) before its password is checked, then counted
+    with the others: of many tries at once, those past the limit see it reached and are
+    refused, so no more than FAILURE_LIMIT passwords are checked for one client however
+    many arrive together. A refused try is forgotten; a wrong one stays, a failure.
+    """
     now = now or utcnow()
-    since = now - FAILURE_WINDOW
-    recent = select(func.count(), func.min(SignInFailure.failed_at)).where(
-        SignInFailure.remote_addr == remote_addr, SignInFailure.failed_at > since
-    )
-    count, oldest = db.session.execute(recent).one()
-    if count >= FAILURE_LIMIT:
-        raise TooManyFailures(math.ceil((oldest + FAILURE_WINDOW - now).total_seconds()))
     user = find(email)
-    # Check a hash even for an unknown address, so timing does not reveal accounts.
-    stored = user.password_hash if user else generate_password_hash("not a password")
-    if not check_password_hash(stored, password) or user is None:
-        typed = email.strip().lower()[:255]
-        db.session.add(SignInFailure(remote_addr=remote_addr, failed_at=now, email=typed))
-        db.session.execute(delete(SignInFailure).where(SignInFailure.failed_at < since))
+    named = user.email.lower() if user else email.strip().lower()[:255]
+    client = client_key(remote_addr)
+    attempt = SignInFailure(remote_addr=client, failed_at=now, email=named)
+    db.session.add(attempt)
+    db.session.commit()
+    try:
+        _refuse_guessers(client, named, now)
+    except TooManyFailures:
+        _forget(attempt)
+        raise
+    # An unknown account's password is checked too, against a decoy: both take one hash,
+    # so timing does not reveal which accounts exist.
+    if not check_password_hash(user.password_hash if user else _decoy_hash(), password):
+        user = None
+    if user is None:
+        db.session.execute(
+            delete(SignInFailure).where(SignInFailure.failed_at < now - FAILURE_WINDOW)
+        )
         db.session.commit()
         return None
-    db.session.execute(delete(SignInFailure).where(SignInFailure.remote_addr == remote_addr))
+    _forget(attempt)
+    # The account's failures stop naming it: they count for their clients still.
+    db.session.execute(update(SignInFailure).where(SignInFailure.email == named).values(email=None))
     user.last_sign_in_at = now
     db.session.commit()
     return user
 
 
+def _refuse_guessers(client: str, named: str, now: datetime) -> None:
+    """TooManyFailures if the client or the account has had its tries, this one counted."""
+    since = now - FAILURE_WINDOW
+    by_client = SignInFailure.remote_addr == client
+    by_account = SignInFailure.email == named
+    checks = ((by_client, FAILURE_LIMIT, "from your address"),
+              (by_account, ACCOUNT_FAILURE_LIMIT, "at this account"))  # fmt: skip
+    for mine, limit, whose in checks:
+        counted = select(func.count(), func.min(SignInFailure.failed_at)).where(
+            mine, SignInFailure.failed_at > since
+        )
+        count, oldest = db.session.execute(counted).one()
+        if count > limit:
+            db.session.rollback()
+            wait = math.ceil((oldest + FAILURE_WINDOW - now).total_seconds())
+            raise TooManyFailures(max(wait, 1), whose)
+    db.session.commit()
+
+
+def _forget(attempt: SignInFailure) -> None:
+    """Delete a try that was no failure: refused unchecked, or the right password."""
+    db.session.execute(delete(SignInFailure).where(SignInFailure.id == attempt.id))
+    db.session.commit()
+
+
 def lockouts(now: datetime | None = None) -> dict[str, int]:
-    """The addresses locked out now, each with its failed sign-ins within FAILURE_WINDOW."""
+    """The clients and accounts locked out now, each with its failed sign-ins in the window."""
     since = (now or utcnow()) - FAILURE_WINDOW
-    counted = (
-        select(SignInFailure.remote_addr, func.count())
-        .where(SignInFailure.failed_at > since)
-        .group_by(SignInFailure.remote_addr)
-        .having(func.count() >= FAILURE_LIMIT)
-    )
-    found = {addr: count for addr, count in db.session.execute(counted)}
+    found: dict[str, int] = {}
+    for column, limit in ((SignInFailure.remote_addr, FAILURE_LIMIT),
+                          (SignInFailure.email, ACCOUNT_FAILURE_LIMIT)):  # fmt: skip
+        counted = (
+            select(column, func.count())
+            .where(SignInFailure.failed_at > since, column.is_not(None))
+            .group_by(column)
+            .having(func.count() >= limit)
+        )
+        found.update({str(key): count for key, count in db.session.execute(counted)})
     db.session.commit()
     return found
 
 
 def unlock_address(remote_addr: str, now: datetime | None = None) -> int:
-    """Forget an address's failed sign-ins; how many fell within FAILURE_WINDOW.
+    """Forget a client's failed sign-ins; how many fell within FAILURE_WINDOW.
 
-    FAILURE_LIMIT or more means it was locked out. An IP address is matched however it
-    was spelled (a proxy's X-Forwarded-For may write 2001:DB8:0::1 for 2001:db8::1).
+    FAILURE_LIMIT or more means it was locked out. The address is matched by its
+    client_key: any spelling of it, and for IPv6 any address of its /64.
     """
     since = (now or utcnow()) - FAILURE_WINDOW
-    wanted = _canonical(remote_addr)
-    # A short list: every failure adds one, and drops those older than FAILURE_WINDOW.
-    stored = db.session.execute(select(SignInFailure.remote_addr).distinct()).scalars()
-    spellings = {addr for addr in stored if _canonical(addr) == wanted}
-    mine = SignInFailure.remote_addr.in_(spellings)
+    mine = SignInFailure.remote_addr == client_key(remote_addr)
     recent = select(func.count()).where(mine, SignInFailure.failed_at > since)
     count = db.session.execute(recent).scalar_one()
     db.session.execute(delete(SignInFailure).where(mine))
@@ -189,21 +259,15 @@ def unlock_address(remote_addr: str, now: datetime | None = None) -> int:
     return count
 
 
-def _canonical(remote_addr: str) -> str:
-    try:
-        return str(ipaddress.ip_address(remote_addr))
-    except ValueError:
-        return remote_addr
-
-
 def unlock_account(email: str, now: datetime | None = None) -> dict[str, int]:
     """Lift the lockouts keeping this account out; what was lifted.
 
-    Failures are counted per client address, never per account (so that nobody can lock
-    a colleague out by trying wrong passwords on their account). A locked address keeps
-    this person out if one of its failures named their email: those are lifted, and a
-    guesser's address that tried only other accounts stays locked. AccountError if there
-    is no such account.
+    Failures are counted per client and per account. A client is locked out after
+    FAILURE_LIMIT failures, whichever accounts it tried; an account after
+    ACCOUNT_FAILURE_LIMIT, from any clients, which needs several of them (so that one
+    person cannot lock a colleague out). Lifted here: the account's own lockout, and
+    those of the locked clients that tried this account (a guesser's client that tried
+    only other accounts stays locked). AccountError if there is no such account.
     """
     user = find(email)
     if user is None:
@@ -213,10 +277,15 @@ def unlock_account(email: str, now: datetime | None = None) -> dict[str, int]:
         SignInFailure.email == user.email.lower(), SignInFailure.failed_at > since
     )
     theirs = set(db.session.execute(named.distinct()).scalars())
-    locked = {addr: count for addr, count in lockouts(now).items() if addr in theirs}
-    for remote_addr in locked:
+    locked = lockouts(now)
+    lifted = {key: count for key, count in locked.items() if key in theirs}
+    for remote_addr in lifted:
         unlock_address(remote_addr, now)
-    return locked
+    if user.email.lower() in locked:
+        lifted[user.email] = locked[user.email.lower()]
+        db.session.execute(delete(SignInFailure).where(SignInFailure.email == user.email.lower()))
+        db.session.commit()
+    return lifted
 
 
 def load(session_id: str) -> User | None:
@@ -225,6 +294,6 @@ def load(session_id: str) -> User | None:
     if not pk.isdigit():
         return None
     user = db.session.get(User, int(pk))
-    if user is None or user.get_id() != session_id:
+    if user is None or not hmac.compare_digest(user.get_id().encode(), session_id.encode()):
         return None
     return user

@@ -6,7 +6,6 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from email.headerregistry import Address
-from email.utils import getaddresses
 from enum import StrEnum
 
 import email_validator
@@ -32,11 +31,16 @@ PLAIN_ADDRESS = re.compile(r"([\w+-]+(?:\.[\w+-]+)*)@([A-Za-z0-9.-]+)", re.ASCII
 SPECIAL_USE = tuple(email_validator.SPECIAL_USE_DOMAIN_NAMES)
 _SPECIAL_USE_LOCK = threading.Lock()
 NOT_ALLOWED_HINT = "; OUTBOX_ALLOWED_SPECIAL_DOMAINS can allow it"
+SHOWN_CHARS = 200  # of a refused value, in its error
 
 
 def address_error(value: str, why: str = "") -> str:
-    """The one wording of a refused address, with why the checks refused it if they say."""
-    return f"{value!r} is not an email address" + (f": {why}" if why else "")
+    """The one wording of a refused address, with why the checks refused it if they say.
+
+    A long value is shown by its start: an error names it, it does not echo a megabyte.
+    """
+    shown = value if len(value) <= SHOWN_CHARS else f"{value[:SHOWN_CHARS]}..."
+    return f"{shown!r} is not an email address" + (f": {why}" if why else "")
 
 
 class Kind(StrEnum):
@@ -173,11 +177,10 @@ def _plain(value: str, allowed: frozenset[str] = frozenset()) -> Mailbox | None:
 
 
 def _checked(value: str, allowed: frozenset[str] = frozenset()) -> tuple[Mailbox, ...]:
-    """The mailboxes of one string, each parsed and checked in full."""
+    """The mailboxes of one string, each of its entries parsed and checked in full."""
     found = []
-    for name, addr in getaddresses([value]):
-        if not addr:
-            raise ValueError(address_error(value))
+    for entry in entries(value):
+        name, addr = entry.name, entry.address
         try:
             checked = _validated(addr, allowed)
         except EmailNotValidError as exc:
@@ -185,6 +188,191 @@ def _checked(value: str, allowed: frozenset[str] = frozenset()) -> tuple[Mailbox
             raise ValueError(address_error(addr, why)) from None
         found.append(Mailbox(checked.normalized, name))
     return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of an address list as written: its display name and its addr-spec, unchecked."""
+
+    name: str
+    address: str
+
+
+class _Scan:
+    """One entry read character by character: what stands in quotes, comments, brackets."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.phrase: list[str] = []  # before <, quotes kept: the bare address if no <
+        self.name: list[str] = []  # before <, quotes taken off, spaces run together
+        self.address: list[str] = []  # inside < >
+        self.after: list[str] = []  # past >
+        self.comments: list[str] = []  # the outermost comments' text
+        self.angle = "before"  # before, inside, after
+
+    def refuse(self, why: str) -> ValueError:
+        return ValueError(address_error(self.text.strip(), why))
+
+    def run(self) -> Entry | None:
+        """The entry read, None if it is empty; ValueError naming it if it is not one address."""
+        position, end = 0, len(self.text)
+        while position < end:
+            char = self.text[position]
+            if char == '"':
+                position = self._quoted(position)
+                continue
+            if char == "(":
+                position = self._comment(position)
+                continue
+            self._plain(char)
+            position += 1
+        return self._entry()
+
+    def _quoted(self, start: int) -> int:
+        """Take a quoted string from start; the position past it."""
+        position, text, inside = start + 1, self.text, []
+        while position < len(text) and text[position] != '"':
+            if text[position] == "\\":
+                position += 1
+            if position < len(text):
+                inside.append(text[position])
+            position += 1
+        if position >= len(text):
+            raise self.refuse('a quote (") is not closed')
+        raw = text[start : position + 1]
+        self._keep(raw, "".join(inside))
+        return position + 1
+
+    def _comment(self, start: int) -> int:
+        """Skip a comment from start, nested ones in it counted, not recursed into."""
+        depth, position, text = 0, start, self.text
+        while position < len(text):
+            char = text[position]
+            if char == "\\":
+                position += 2
+                continue
+            if char == "(":
+                depth += 1
+                if depth > MAX_COMMENT_NESTING:
+                    raise self.refuse(f"comments nested more than {MAX_COMMENT_NESTING} deep")
+            elif char == ")":
+                depth -= 1
+                if depth == 0:
+                    self.comments.append(text[start + 1 : position].strip())
+                    return position + 1
+            position += 1
+        raise self.refuse("a comment's ( is not closed")
+
+    def _keep(self, raw: str, meant: str) -> None:
+        """Add text to the part being read: raw as written, meant as a name reads it."""
+        if self.angle == "inside":
+            self.address.append(raw)
+        elif self.angle == "after":
+            self.after.append(raw)
+        else:
+            self.phrase.append(raw)
+            self.name.append(meant)
+
+    def _plain(self, char: str) -> None:
+        if char == "<":
+            if self.angle != "before":
+                raise self.refuse("one entry is one address: separate addresses with commas")
+            self.angle = "inside"
+        elif char == ">":
+            if self.angle != "inside":
+                raise self.refuse("a > without its <")
+            self.angle = "after"
+        elif char in ":;" and self.angle != "inside":
+            raise self.refuse("groups (name: addresses;) are not taken: give each address")
+        elif char == ")":
+            raise self.refuse("a ) without its (")
+        elif self.angle == "before" and char.isspace():
+            self._keep(char, " " if self.name and self.name[-1] != " " else "")
+        else:
+            self._keep(char, char)
+
+    def _entry(self) -> Entry | None:
+        if self.angle == "inside":
+            raise self.refuse("a < is not closed")
+        if "".join(self.after).strip():
+            raise self.refuse("one entry is one address: separate addresses with commas")
+        name, phrase = "".join(self.name).strip(), "".join(self.phrase).strip()
+        if self.angle == "after":
+            if any(char in _NOT_IN_A_NAME for char in _unquoted(phrase)):
+                raise self.refuse("the name before <address> holds an @, [ or ]: quote it "
+                                  '("...") or separate addresses with commas')  # fmt: skip
+            return Entry(name, "".join(self.address).strip())
+        if not phrase:
+            if self.comments:
+                raise self.refuse("no address, only a comment")
+            return None
+        if sum("@" in word for word in _unquoted(phrase).split()) > 1:
+            raise self.refuse("one entry is one address: separate addresses with commas")
+        return Entry(self.comments[0] if self.comments else "", phrase)
+
+
+MAX_COMMENT_NESTING = 5  # comments in comments an entry may hold (each level is a "(")
+_NOT_IN_A_NAME = frozenset("@[]")
+
+
+def _unquoted(text: str) -> str:
+    """text less its quoted strings: what stands outside quotes."""
+    return re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+
+
+def split_entries(value: str) -> list[str]:
+    """value cut at the commas outside quotes, comments and angle brackets, as written."""
+    found, start, quoted, depth, angle, position = [], 0, False, 0, False, 0
+    while position < len(value):
+        char = value[position]
+        if char == "\\" and (quoted or depth):
+            position += 1
+        elif char == '"' and not depth:
+            quoted = not quoted
+        elif not quoted and char == "(":
+            depth += 1
+        elif not quoted and char == ")" and depth:
+            depth -= 1
+        elif not quoted and not depth and char in "<>":
+            angle = char == "<"
+        elif char == "," and not (quoted or depth or angle):
+            found.append(value[start:position])
+            start = position + 1
+        position += 1
+    found.append(value[start:])
+    return found
+
+
+def entries(value: str) -> list[Entry]:
+    """The entries of a comma-separated list, each one address; ValueError naming one that is not.
+
+    Read here, without recursion, rather than by email.utils.getaddresses: that takes
+    "<a@example.com> <b@example.org>" for two addresses (how it reads such text has
+    changed between Python patch releases) and recurses into nested comments and groups.
+    """
+    found = []
+    for text in split_entries(value):
+        if (entry := _Scan(text).run()) is not None:
+            found.append(entry)
+    return found
+
+
+def listed(values: Iterable[str]) -> list[tuple[str, str]]:
+    """(name, address) of each entry that is one address, unchecked: for mail as it came.
+
+    A header of a mail from elsewhere is read leniently: an entry that is not one
+    address (a group, an empty "undisclosed-recipients:;") is left out, not refused.
+    """
+    found = []
+    for value in values:
+        for text in split_entries(value):
+            try:
+                entry = _Scan(text).run()
+            except ValueError:
+                continue
+            if entry is not None and entry.address:
+                found.append((entry.name, entry.address))
+    return found
 
 
 # Senders and reply-to addresses come back message after message, display names and

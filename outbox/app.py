@@ -6,17 +6,19 @@ import os
 import secrets
 import tempfile
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from flask import Flask
-from sqlalchemy import exc
+from sqlalchemy import event, exc
 
-from . import api, cli, drivers, health, logs, metrics, tokens, web
+from . import api, cli, drivers, health, logs, metrics, queue, tokens, web
 from . import config as settings
+from .bounces import store as bounces
 from .extensions import AUTOCOMMIT, db, mail, migrate
-from .mailings import unsubscribe  # mailings (issue 16)
-from .routes import config as routes_file  # routes (issue 16)
+from .mailings import unsubscribe
+from .routes import config as routes_file
 
 log = logging.getLogger(__name__)
 PACKAGE = Path(__file__).resolve().parent
@@ -47,7 +49,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     # stderr in LOG_FORMAT too; a process that set up logging already keeps its own.
     logs.setup(app.config["LOG_FORMAT"])
 
-    routes_file.init_app(app)  # routes (issue 16): OUTBOX_ROUTES, read once, refused if wrong
+    routes_file.init_app(app)  # routes: OUTBOX_ROUTES, read once, refused if wrong
     loaded = app.extensions.get(routes_file.KEY)
     lanes = loaded.lanes if loaded else app.config["MAIL_MAX_CONNECTIONS"]
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = drivers.engine_options(
@@ -55,6 +57,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     )
     db.init_app(app)
     drivers.watch_connections(app)
+    _private_sqlite_files(app)
     # Runs before Flask-SQLAlchemy's own teardown (the later registered runs first).
     app.teardown_appcontext(_close_session)
     mail.init_app(app)
@@ -62,11 +65,12 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 
     app.register_blueprint(api.bp)
-    health.init_app(app, MIGRATIONS)  # metrics (issue 14)
-    metrics.init_app(app)  # metrics (issue 14)
+    health.init_app(app, MIGRATIONS)
+    metrics.init_app(app)
     web.init_app(app)
-    app.register_blueprint(unsubscribe.bp)  # mailings (issue 16)
+    app.register_blueprint(unsubscribe.bp)
     cli.register(app)
+    queue.on_recorded(app, bounces.apply_waiting)  # a bounce that came before its send was recorded
     return app
 
 
@@ -107,6 +111,29 @@ def _derive(app: Flask) -> None:
     # Werkzeug answers 413 past these, before a view reads the body.
     config["MAX_CONTENT_LENGTH"] = config["MAX_MESSAGE_BYTES"]
     config["MAX_FORM_MEMORY_SIZE"] = config["MAX_MESSAGE_BYTES"]
+
+
+def _private_sqlite_files(app: Flask) -> None:
+    """Have each SQLite engine create its file, if not there yet, for its owner only (0600).
+
+    SQLite would create it under the umask, often readable by every local user; its
+    journal and WAL files take the database file's mode. The file is made as the first
+    connection opens, not before (a command refused early leaves nothing behind); an
+    existing file is left as its owner set it.
+    """
+    with app.app_context():
+        for engine in db.engines.values():
+            path = engine.url.database
+            if engine.dialect.name != "sqlite" or not path or path == ":memory:":
+                continue
+            if not path.startswith("file:") and engine.url.query.get("mode") != "memory":
+                event.listen(engine, "do_connect", partial(_create_private, path))
+
+
+def _create_private(path: str, *_: Any) -> None:
+    """Create the empty file at path, mode 0600, unless there is one (or no folder)."""
+    with contextlib.suppress(FileExistsError, FileNotFoundError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _stored_secret(instance: Path) -> str:

@@ -33,7 +33,13 @@ def actor() -> tuple[str, str | None]:
 
 
 def record(action: str, message_pk: int | None = None, detail: Any = None) -> None:
-    """Write one event of the trail, in its own short transaction.
+    """Write one event of the trail, in its own short transaction."""
+    add(action, message_pk, detail)
+    db.session.commit()
+
+
+def add(action: str, message_pk: int | None = None, detail: Any = None) -> None:
+    """Add one event of the trail to the caller's transaction (the caller commits).
 
     The actor and address are found here, from the request or the process. Detail is
     kept as text: a str as it is, anything else as JSON.
@@ -42,7 +48,6 @@ def record(action: str, message_pk: int | None = None, detail: Any = None) -> No
     text = detail if detail is None or isinstance(detail, str) else json.dumps(detail)
     db.session.add(AuditEvent(at=utcnow(), actor=who[:255], action=action, message_pk=message_pk,
                               remote_addr=remote_addr, detail=text))  # fmt: skip
-    db.session.commit()
 
 
 @dataclass

@@ -14,12 +14,12 @@ from . import deliveries, metrics, mime, queue, routes, sender, throttle
 from .bounces import verp
 from .connections import Pools
 from .extensions import db
-from .mailings import render as mailings  # mailings (issue 16)
+from .mailings import render as mailings
 from .models import utcnow
 from .rendered import Sendable
 from .routes import health
 from .status import Lease, Outcome, Retry, Status
-from .submission import raw  # submission (issue 17)
+from .submission import raw
 from .tally import Tally
 
 log = logging.getLogger("outbox.worker")
@@ -58,7 +58,7 @@ class BatchSender:
 
     @property
     def delays(self) -> list[float]:
-        """This thread's queue delays due to the metrics (issue 14), not yet written."""
+        """This thread's queue delays due to the metrics, not yet written."""
         found: list[float] | None = getattr(self.lane, "delays", None)
         if found is None:
             found = self.lane.delays = []
@@ -178,9 +178,9 @@ class BatchSender:
                 attachments = queue.read_attachments(row.id, row.attachment_count)
                 db.session.commit()
             mail: Sendable
-            if row.raw_size is not None:  # submission (issue 17): the mail as it came
+            if row.raw_size is not None:  # submission: the mail as it came
                 mail = raw.prepare(row)
-            elif row.mailing_id:  # mailings (issue 16): rendered from its mailing
+            elif row.mailing_id:  # mailings: rendered from its mailing
                 mail = mailings.prepare(row)
             else:
                 mail = mime.prepare(row, attachments)
@@ -188,7 +188,7 @@ class BatchSender:
                 error = "every recipient still to be sent to is on the suppression list"
                 return queue.Finished(claim, Outcome.FAILED, utcnow(), None, error)
             if row.envelope_from != "":  # the null sender's bounces go nowhere (RFC 5321 4.5.5)
-                mail.returns = verp.return_paths(row.id, row.recipients)  # bounces (issue 15)
+                mail.returns = verp.return_paths(row.id, row.recipients)
             return mail
         except (mime.BuildError, queue.Damaged) as exc:
             return queue.Finished(claim, Outcome.FAILED, utcnow(), None, str(exc))
@@ -212,7 +212,7 @@ class BatchSender:
         row, route = claim.mail, session.route
         entries, due_at = row.recipients, row.next_attempt_at
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
-        self.delays.append((claim.started_at - due_at).total_seconds())  # metrics (issue 14)
+        self.delays.append((claim.started_at - due_at).total_seconds())
         result = sender.deliver(session, mail, deadline, ahead)
         throttle.observe(row, result, route, utcnow())  # a 421 or 4.7.x slows the domain down
         moved = _transport_trouble(result)
@@ -241,7 +241,7 @@ class BatchSender:
             tally.sent += status is Status.SENT
             tally.deferred += status is Status.DEFERRED
             tally.failed += status is Status.FAILED
-        metrics.count_recorded(finished, recorded, self.delays)  # metrics (issue 14)
+        metrics.count_recorded(finished, recorded, self.delays)
         for done in finished:
             if done.claim.id not in recorded:
                 tally.lost += 1

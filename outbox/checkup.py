@@ -40,8 +40,8 @@ def run() -> list[Result]:
     results.append(database)
     if database.ok:
         results.append(check_schema())
-    results.extend(check_routes())  # routes (issue 16): each route of OUTBOX_ROUTES
-    if current_app.config.get("BOUNCE_IMAP_URL"):  # bounces (issue 15): the bounce mailbox
+    results.extend(check_routes())  # routes: each route of OUTBOX_ROUTES
+    if current_app.config.get("BOUNCE_IMAP_URL"):  # bounces: the bounce mailbox
         results.append(Result("bounces", *imap.probe(current_app.config)))
     return results
 
@@ -169,7 +169,7 @@ def _smtp_hint(
         return hint
     for setting, key in ROUTE_KEYS.items():
         hint = hint.replace(setting, key)
-    return f'in route "{route}" of OUTBOX_ROUTES: {hint}'  # routes (issue 16)
+    return f'in route "{route}" of OUTBOX_ROUTES: {hint}'
 
 
 def _first_line(exc: SQLAlchemyError) -> str:

@@ -22,8 +22,8 @@ from .bounces import inbound
 from .dkim import cli as dkim_cli
 from .models import Pause
 from .roles import ROLES, SCOPES
-from .routes import warn_unsafe as warn_unsafe_routes  # routes (issue 16)
-from .submission import smtpd_command  # submission (issue 17): `outbox smtpd`
+from .routes import warn_unsafe as warn_unsafe_routes
+from .submission import smtpd_command  # submission: `outbox smtpd`
 from .suppression import cli as suppression_cli
 
 
@@ -67,7 +67,7 @@ def send_queued_command() -> None:
     if paused is not None:
         click.echo(f"sending is paused {_paused(paused)}; nothing sent (outbox resume to go on)")
         return
-    warn_unsafe_routes(current_app._get_current_object())  # type: ignore[attr-defined]  # routes (issue 16)
+    warn_unsafe_routes(current_app._get_current_object())  # type: ignore[attr-defined]
     drainer = worker.Worker()
     tally = drainer.drain()
     rollups.count_if_due(drainer.worker_id)
@@ -195,9 +195,10 @@ def unlock_command(who: str) -> None:
     """Lift the sign-in lockout of a client IP address, or the lockouts keeping EMAIL out.
 
     Five failed sign-ins from one address within 15 minutes lock that address out for
-    the rest of the 15 minutes. Failures are counted per address, not per account; for
-    an EMAIL the lockouts of the addresses that tried that account are lifted, and
-    those that tried only others stay. Prints what was lifted.
+    the rest of the 15 minutes; an IPv6 address counts with its whole /64. Twenty at one
+    account, from any addresses, lock that account out. For an EMAIL the account's
+    lockout and those of the addresses that tried it are lifted; addresses that tried
+    only other accounts stay locked. Prints what was lifted.
     """
     window = f"{accounts.FAILURE_WINDOW.seconds // 60} minutes"
     if "@" in who:
@@ -206,7 +207,7 @@ def unlock_command(who: str) -> None:
         except accounts.AccountError as exc:
             raise click.ClickException(str(exc)) from None
         if not lifted:
-            click.echo(f"nothing to lift: no locked-out address tried {who}")
+            click.echo(f"nothing to lift: {who} is not locked out, nor any address that tried it")
         for remote_addr, count in sorted(lifted.items()):
             click.echo(f"lifted the lockout of {remote_addr} ({count} failed sign-ins "
                        f"in the last {window})")  # fmt: skip
@@ -224,10 +225,14 @@ def unlock_command(who: str) -> None:
 
 
 def _is_address(text: str) -> bool:
+    """An IP address, or an IPv6 /64 as `outbox unlock` names a locked-out one."""
     try:
         ipaddress.ip_address(text)
     except ValueError:
-        return False
+        try:
+            return ipaddress.ip_network(text, strict=False).prefixlen == 64
+        except ValueError:
+            return False
     return True
 
 
@@ -244,12 +249,12 @@ def register(app: Flask) -> None:
         set_role_command,
         set_password_command,
         unlock_command,
-        checkup.command,  # metrics (issue 14): `outbox check`
+        checkup.command,  # metrics: `outbox check`
         retention.purge_command,
-        *suppression_cli.COMMANDS,  # suppression (issue 15)
-        inbound.bounces_command,  # bounces (issue 15): `outbox bounces --listen`
-        webhooks.commands.webhook_group,  # webhooks (issue 15)
-        dkim_cli.dkim_group,  # dkim (issue 16): `outbox dkim add|list|remove`
-        smtpd_command.smtpd_command,  # submission (issue 17): `outbox smtpd --listen`
+        *suppression_cli.COMMANDS,
+        inbound.bounces_command,  # bounces: `outbox bounces --listen`
+        webhooks.commands.webhook_group,
+        dkim_cli.dkim_group,  # dkim: `outbox dkim add|list|remove`
+        smtpd_command.smtpd_command,  # submission: `outbox smtpd --listen`
     ):
         app.cli.add_command(command)

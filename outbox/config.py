@@ -3,7 +3,7 @@
 from collections.abc import Mapping
 from typing import Any
 
-from . import logs, smtp
+from . import admission, logs, smtp
 from .bounces import settings as bounce_settings
 from .status import shortest_lock_timeout
 
@@ -27,15 +27,15 @@ DEFAULTS: dict[str, Any] = {
     "MAIL_DEFAULT_SENDER": None,  # address used as From when a message names none
     # SMTP connections each worker process keeps busy at once (the default route's).
     "MAIL_MAX_CONNECTIONS": 1,  # connections
-    # --- routes, throttling, DKIM, mailings (issue 16) ---
+    # --- routes, throttling, DKIM, mailings ---
     # A TOML or JSON file of SMTP routes, rules and per-domain limits (docs: operating/routes.md);
     # a relative path is taken in the instance folder. None: one route from MAIL_*.
     "ROUTES": None,  # path
-    # dkim (issue 16): how often each process rereads the signing keys (`outbox dkim`).
+    # dkim: how often each process rereads the signing keys (`outbox dkim`).
     "DKIM_REFRESH": 60.0,  # seconds
     # DNS servers `outbox dkim check` asks, "host[:port]" comma-separated; "": the system's.
     "DNS_RESOLVERS": "",
-    # mailings (issue 16): outbox's public base URL (https://outbox.example.com); set, each
+    # mailings: outbox's public base URL (https://outbox.example.com); set, each
     # mailing's mail carries List-Unsubscribe to its one-click page. Needs one SECRET_KEY
     # for the web app and the workers, which sign the links.
     "UNSUBSCRIBE_URL": None,  # URL
@@ -58,11 +58,11 @@ DEFAULTS: dict[str, Any] = {
     # How long a process takes a token it found live without asking the database again:
     # a revoked token keeps working that long in the processes that saw it lately.
     "TOKEN_CACHE_SECONDS": 5.0,  # seconds; 0 asks the database on every request
-    # --- suppression (issue 15) ---
+    # --- suppression ---
     # A recipient on the suppression list: "mark" stores it as suppressed, never sent to
     # (the message fails if no one is left); "reject" answers the API with 422, storing nothing.
     "SUPPRESSED": "mark",  # mark or reject
-    # --- metrics (issue 14) ---
+    # --- metrics ---
     # /readyz answers 503 unless a worker beat within two POLL_INTERVALs.
     "READY_NEEDS_WORKER": False,  # bool
     # The bearer token /metrics asks for; None: /metrics answers 404 (not served).
@@ -80,7 +80,7 @@ DEFAULTS: dict[str, Any] = {
     "RETENTION_BODY_DAYS": 30,  # days, at most RETENTION_DAYS
     # The audit trail's events are removed this long after they happened; 0 keeps them.
     "AUDIT_RETENTION_DAYS": 365,  # days
-    # --- bounces (issue 15) ---
+    # --- bounces ---
     "BOUNCE_ADDRESS": None,  # address; set, each recipient's envelope sender is its VERP form
     "BOUNCE_MAX_BYTES": 10 * 1024 * 1024,  # bytes, the largest bounce mail taken in
     "BOUNCE_IMAP_URL": None,  # imaps://user:pass@host[:port]/FOLDER polled by the workers
@@ -88,17 +88,28 @@ DEFAULTS: dict[str, Any] = {
     "BOUNCE_IMAP_INTERVAL": 60.0,  # seconds between polls of the mailbox
     "BOUNCE_IMAP_DONE": "outbox-done",  # folder handled mails move to; "" deletes them
     "BOUNCE_IMAP_ALLOW_PLAINTEXT": False,  # bool: take imap:// (no TLS), with a warning
-    # --- webhooks (issue 15) ---
+    # `outbox bounces --listen` is open to anyone: connections at once, in all and from one
+    # client (an IPv4 address or an IPv6 /64), and what one client may send a minute.
+    "BOUNCE_MAX_CONNECTIONS": 100,  # connections
+    "BOUNCE_MAX_CLIENT_CONNECTIONS": 10,  # connections
+    "BOUNCE_CLIENT_MAILS": 120,  # mails a minute from one client
+    "BOUNCE_CLIENT_BYTES": 10 * 1024 * 1024,  # bytes a minute, at least BOUNCE_MAX_BYTES
+    # --- webhooks ---
     "WEBHOOK_TIMEOUT": 10.0,  # seconds a delivery may take, connecting to the last byte read
     "WEBHOOK_INTERVAL": 5.0,  # seconds between a worker's runs of due deliveries
     # Private, loopback, link-local and reserved addresses are refused unless this says so.
     "WEBHOOK_ALLOW_PRIVATE": False,  # bool; true logs a warning at every worker start
     "WEBHOOK_CA_FILE": None,  # path of a PEM file of CAs trusted besides the system's
-    # --- SMTP submission (issue 17): outbox smtpd ---
+    # --- SMTP submission: outbox smtpd ---
     "SMTPD_TLS_CERT": None,  # path of the PEM certificate (chain) STARTTLS offers
     "SMTPD_TLS_KEY": None,  # path of its PEM private key
     # AUTH without TLS first (the token crosses the network readable); for loopback only.
     "SMTPD_ALLOW_PLAINTEXT_AUTH": False,  # bool; true logs a warning when smtpd starts
+    # Connections at once, in all and from one client (an IPv4 address or an IPv6 /64):
+    # past either the client gets 421 4.7.0. smtpd raises its open-file limit to fit.
+    "SMTPD_MAX_CONNECTIONS": 1000,  # connections
+    "SMTPD_MAX_CLIENT_CONNECTIONS": 50,  # connections
+    "SMTPD_PREAUTH_TIMEOUT": 30.0,  # seconds a client may stay silent before it logs in
 }
 
 # What each setting does: the settings reference of the docs is made from these, the
@@ -250,6 +261,21 @@ DESCRIPTIONS: dict[str, str] = {
     "BOUNCE_IMAP_INTERVAL": "seconds between polls of that mailbox (by one worker at a time)",
     "BOUNCE_IMAP_DONE": "the folder handled mails move to (made if missing); empty deletes them",
     "BOUNCE_IMAP_ALLOW_PLAINTEXT": "take an `imap://` URL (no TLS); the workers then log a warning",
+    "BOUNCE_MAX_CONNECTIONS": (
+        "connections `outbox bounces --listen` holds at once, in all; past it `421 4.7.0`"
+    ),
+    "BOUNCE_MAX_CLIENT_CONNECTIONS": (
+        "connections `outbox bounces --listen` holds at once from one client (an IPv4 "
+        "address, an IPv6 /64); past it `421 4.7.0`"
+    ),
+    "BOUNCE_CLIENT_MAILS": (
+        "mails one client may send `outbox bounces --listen` a minute; past them "
+        "`421 4.7.0`, the mail not stored"
+    ),
+    "BOUNCE_CLIENT_BYTES": (
+        "bytes one client may send it a minute (at least `OUTBOX_BOUNCE_MAX_BYTES`); past "
+        "them `421 4.7.0`, the mail not stored"
+    ),
     "WEBHOOK_TIMEOUT": (
         "seconds one webhook request may take, connecting to the last byte read; a claim "
         "on deliveries holds 3 times this plus 5"
@@ -272,6 +298,18 @@ DESCRIPTIONS: dict[str, str] = {
         "let `outbox smtpd` take AUTH without TLS (for a loopback address); it logs a "
         "warning at start. Without it and without a certificate it does not start"
     ),
+    "SMTPD_MAX_CONNECTIONS": (
+        "connections `outbox smtpd` holds at once; past it a new client gets `421 4.7.0`. "
+        "It raises its soft open-file limit to this plus 100, and does not start if the "
+        "hard limit is lower"
+    ),
+    "SMTPD_MAX_CLIENT_CONNECTIONS": (
+        "connections at once from one client (an IPv4 address, an IPv6 /64); past it `421 4.7.0`"
+    ),
+    "SMTPD_PREAUTH_TIMEOUT": (
+        "seconds a client may stay silent before it has logged in (`421 4.4.2`); after "
+        "AUTH, `--timeout`"
+    ),
 }
 
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
@@ -283,10 +321,13 @@ _INTS |= {"BOUNCE_MAX_BYTES"}
 _FLOATS = {"SMTP_TIMEOUT", "POLL_INTERVAL", "RETRY_DELAY", "RETRY_BACKOFF", "COUNT_INTERVAL"}
 _FLOATS |= {"RETRY_MAX_DELAY", "LOCK_TIMEOUT", "RECORD_AFTER", "TOKEN_CACHE_SECONDS"}
 _FLOATS |= {"BOUNCE_IMAP_INTERVAL"}
-_BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}  # webhooks (issue 15)
-_FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}  # webhooks (issue 15)
-_INTS |= {"MAIL_MAX_CONNECTIONS"}  # routes (issue 16)
-_FLOATS |= {"DKIM_REFRESH"}  # dkim (issue 16)
+_BOOLS |= {"WEBHOOK_ALLOW_PRIVATE"}
+_FLOATS |= {"WEBHOOK_TIMEOUT", "WEBHOOK_INTERVAL"}
+_INTS |= {"MAIL_MAX_CONNECTIONS"}
+_FLOATS |= {"DKIM_REFRESH"}
+_INTS |= {"SMTPD_MAX_CONNECTIONS", "SMTPD_MAX_CLIENT_CONNECTIONS", "BOUNCE_MAX_CONNECTIONS"}
+_INTS |= {"BOUNCE_MAX_CLIENT_CONNECTIONS", "BOUNCE_CLIENT_MAILS", "BOUNCE_CLIENT_BYTES"}
+_FLOATS |= {"SMTPD_PREAUTH_TIMEOUT"}
 
 
 def type_name(name: str) -> str:
@@ -351,7 +392,7 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("RECORD_AFTER must be above 0")
     if config["TOKEN_CACHE_SECONDS"] < 0:
         raise ValueError("TOKEN_CACHE_SECONDS must be 0 or more")
-    if config["WEBHOOK_TIMEOUT"] <= 0 or config["WEBHOOK_INTERVAL"] <= 0:  # webhooks (issue 15)
+    if config["WEBHOOK_TIMEOUT"] <= 0 or config["WEBHOOK_INTERVAL"] <= 0:
         raise ValueError("WEBHOOK_TIMEOUT and WEBHOOK_INTERVAL must be above 0")
     keep, body = config["RETENTION_DAYS"], config["RETENTION_BODY_DAYS"]
     if keep < 0 or body < 0 or config["AUDIT_RETENTION_DAYS"] < 0:
@@ -372,11 +413,12 @@ def check(config: Mapping[str, Any]) -> None:
                                        for d in allowed):  # fmt: skip
         raise ValueError("ALLOWED_SPECIAL_DOMAINS is a set of domain names in lower case, "
                          "without dots around them, such as {'local'}")  # fmt: skip
-    if config["SUPPRESSED"] not in ("mark", "reject"):  # suppression (issue 15)
+    if config["SUPPRESSED"] not in ("mark", "reject"):
         raise ValueError("SUPPRESSED (OUTBOX_SUPPRESSED) must be mark or reject")
     if config["MAIL_USE_TLS"] and config["MAIL_USE_SSL"]:
         raise ValueError("MAIL_USE_TLS (STARTTLS) and MAIL_USE_SSL (implicit TLS): set one")
-    bounce_settings.check(config)  # bounces (issue 15)
+    bounce_settings.check(config)
+    admission.check(config)
     if config["MAIL_TLS_CA_FILE"]:  # loaded now, once: connections use what it held
         try:
             smtp.tls_context(config["MAIL_TLS_VERIFY"], config["MAIL_TLS_CA_FILE"])

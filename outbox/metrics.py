@@ -60,7 +60,7 @@ HTTP_SECONDS = Histogram(
 )  # fmt: skip
 
 
-# --- throttling (issue 16) ---
+# --- throttling ---
 THROTTLED = Counter("outbox_messages_throttled", "Claimed messages held back for a rate limit "
                     "(not an attempt), by the kind of bucket they wait for (route, domain).",
                     ["kind"])  # fmt: skip

@@ -139,9 +139,9 @@ class Mail:
     # multipart/related (RFC 2387).
     inline: list[tuple[bytes, bytes]] = field(default_factory=list)
     made: dict[Features, Prepared] = field(default_factory=dict)
-    # bounces (issue 15): each pending address's VERP return path; None: VERP is off.
+    # bounces: each pending address's VERP return path; None: VERP is off.
     returns: dict[str, str] | None = None
-    # dkim (issue 16): the keys that sign it, over the bytes each server gets.
+    # dkim: the keys that sign it, over the bytes each server gets.
     signers: tuple[signing.Signer, ...] = ()
 
     def for_server(self, features: Features) -> Prepared:
@@ -178,7 +178,7 @@ class Mail:
         utf8_used = raw or not sender.isascii() or not all(r.isascii() for r in recipients)
         eight_bit = "8bit" in ctes or (raw and features.eight_bit)
         data = Rendered(pieces.texts, pieces.files, eight_bit, utf8_used)
-        if self.signers:  # dkim (issue 16): last, over what this server gets
+        if self.signers:  # dkim: last, over what this server gets
             data = signing.signed(data, self.signers)
         return Prepared(sender, recipients, stored, data, unsendable)
 
@@ -217,7 +217,7 @@ def prepare(row: Row, attachments: Attachments) -> Mail:
     """What every server gets of a row's mail; BuildError if it can never go."""
     with _building():
         mail = _prepared(row, attachments)
-    # dkim (issue 16): outside _building: a fault reading the keys is not the row's.
+    # dkim: outside _building: a fault reading the keys is not the row's.
     mail.signers = keyring.signers_for(row.from_addr)
     return mail
 

@@ -59,7 +59,7 @@ class Sendable(Protocol):
     (submission.raw.RawMail)."""
 
     pending: list[str]  # stored addresses of the recipients still to be sent to, in order
-    returns: dict[str, str] | None  # VERP return path of each pending address (issue 15)
+    returns: dict[str, str] | None  # VERP return path of each pending address
 
     def for_server(self, features: Features) -> Prepared:
         """The mail as it goes to a server offering features; BuildError if it cannot."""

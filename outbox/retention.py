@@ -33,7 +33,7 @@ MESSAGES = cast(Table, Message.__table__)
 ATTEMPTS = cast(Table, Attempt.__table__)
 ATTACHMENTS = cast(Table, Attachment.__table__)
 CHUNKS = cast(Table, AttachmentChunk.__table__)
-RAW = cast(Table, RawChunk.__table__)  # submission (issue 17): mails stored as they came
+RAW = cast(Table, RawChunk.__table__)  # submission: mails stored as they came
 RUNS = cast(Table, RetentionRun.__table__)
 BATCH = 500  # ids per transaction
 # The workers' daily purge rests this many times as long as each batch took, so it takes
@@ -52,7 +52,7 @@ class Purged:
     attachments: int = 0
     bodies_dropped: int = 0
     audit_events: int = 0
-    mailings: int = 0  # mailings (issue 16) whose every recipient's row is gone
+    mailings: int = 0  # mailings whose every recipient's row is gone
 
     def add(self, other: "Purged") -> None:
         for f in fields(self):
@@ -111,9 +111,9 @@ def purge(
     if gone is not None:
         done.add(_in_batches(_old(gone), _remove, pace))
         done.mailings = mailings.purge_old(gone)  # their bodies, once no recipient's row is left
-        suppression.purge_old(gone)  # suppression (issue 15): entries expired before the cutoff
-        bounce_store.purge_old(gone)  # bounces (issue 15): bounce mails as old as those
-        webhooks.purge_old(gone)  # webhooks (issue 15): deliveries as old as the messages gone
+        suppression.purge_old(gone)  # suppression: entries expired before the cutoff
+        bounce_store.purge_old(gone)  # bounces: bounce mails as old as those
+        webhooks.purge_old(gone)  # webhooks: deliveries as old as the messages gone
     if bodies is not None:
         done.add(_in_batches(_with_bodies(bodies), _drop_bodies(now), pace))
     if trail_cutoff is not None:

@@ -15,9 +15,9 @@ ACTIONS = {
     "accounts": "admin",
     "tokens": "admin",
     "audit": "admin",
-    "suppress": "sender",  # suppression (issue 15): add to and remove from the list
-    "suppressions_import": "admin",  # suppression (issue 15): CSV import
-    "webhooks": "admin",  # webhooks (issue 15): endpoints, send again, test events
+    "suppress": "sender",  # suppression: add to and remove from the list
+    "suppressions_import": "admin",  # suppression: CSV import
+    "webhooks": "admin",  # webhooks: endpoints, send again, test events
 }
 # What an API token may do: enqueue, read (GET), and move messages (resend, cancel).
 SCOPES = ("send", "read", "manage")

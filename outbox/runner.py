@@ -70,14 +70,14 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
         count, "interval", seconds=interval, jitter=interval / 4, id="counts",
         max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
     )  # fmt: skip
-    # retention (issue 14): hourly, each worker asks; once a day one takes the purge's turn.
+    # retention: hourly, each worker asks; once a day one takes the purge's turn.
     scheduler.add_job(
         purge, "interval", seconds=RETENTION_EVERY, jitter=RETENTION_EVERY / 4, id="retention",
         max_instances=1, coalesce=True, next_run_time=datetime.now(UTC) + timedelta(seconds=30),
     )  # fmt: skip
-    if app.config.get("BOUNCE_IMAP_URL"):  # bounces (issue 15): the bounce mailbox's poll
+    if app.config.get("BOUNCE_IMAP_URL"):  # bounces: the bounce mailbox's poll
         imap.schedule(scheduler, app, worker.worker_id)
-    webhooks.schedule(scheduler, app, worker)  # webhooks (issue 15)
+    webhooks.schedule(scheduler, app, worker)
     return busy
 
 
@@ -88,7 +88,7 @@ def run(app: Flask) -> None:
     busy = schedule(scheduler, app, worker)
     catch_stops()  # before the scheduler starts its threads
     worker.log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
-    webhooks.warn_unsafe(app.config)  # webhooks (issue 15)
+    webhooks.warn_unsafe(app.config)
     routes.warn_unsafe(app)  # each route of OUTBOX_ROUTES, else the OUTBOX_MAIL_* server
     scheduler.start()
     signum = signal.sigwait(STOPS)

@@ -189,7 +189,7 @@ def _send(session: SmtpSession, mail: Sendable, following: Sendable | None) -> R
     todo = list(zip(prepared.recipients, prepared.stored, strict=True))
     said = None  # the accepting reply of the last transaction that delivered
     while todo:
-        # VERP (bounces, issue 15): the return path names one recipient, so each goes in a
+        # VERP: the return path names one recipient, so each goes in a
         # transaction of its own on this connection; the next mail's commands go with the last.
         one = todo[:1] if mail.returns else todo
         path = mail.returns[one[0][1]] if mail.returns else prepared.sender

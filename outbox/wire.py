@@ -64,7 +64,7 @@ class Message(BaseModel):
     # Some recipients have the mail and others do not (yet): a sent message some of whose
     # recipients were refused, or a deferred one some of whose recipients accepted it.
     partly_delivered: bool
-    # mailings (issue 16): the mailing this recipient's row was made for, else null; its
+    # mailings: the mailing this recipient's row was made for, else null; its
     # subject and bodies are the mailing's (GET /api/mailings/{id}).
     mailing_id: int | None
     # The app's own labels, as it gave them ({} if none).
@@ -93,7 +93,7 @@ class AttemptInfo(BaseModel):
     smtp_code: int | None  # the server's reply code, if it gave one
     error: str | None  # the server's refusal, or why the attempt failed
     reply: str | None  # the server's words when it took the mail (its queue id, often)
-    route: str | None  # routes (issue 16): the route it went through (None: before routes)
+    route: str | None  # the route it went through (None: an attempt older than routes)
 
 
 class MessageDetail(Message):

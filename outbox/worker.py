@@ -85,7 +85,7 @@ class Worker(BatchSender):
             self.paused = tally.paused
             said = "paused: not claiming until resumed" if self.paused else "resumed"
             self.log.info("%s: sending %s", self.worker_id, said)
-        metrics.count_outcomes(["worker_lost"] * tally.reclaimed, ())  # metrics (issue 14)
+        metrics.count_outcomes(["worker_lost"] * tally.reclaimed, ())
         summary = tally.summary(time.monotonic() - started)
         if summary:
             self.log.info("%s: %s", self.worker_id, summary)

@@ -1,6 +1,7 @@
 """`outbox smtpd` for the tests: a trustme certificate, the real process, and the byte check."""
 
 import os
+import resource
 import smtplib
 import socket
 import ssl
@@ -77,11 +78,12 @@ class Smtpd:
 @contextmanager
 def running(
     database_url: str, tmp_path: Path, certs: Certs | None, listen_tls: bool = False,
-    **settings: str,
+    open_files: int | None = None, **settings: str,
 ) -> Iterator[Smtpd]:  # fmt: skip
     """`outbox smtpd` on a free port with these OUTBOX_* settings, greeting; its exit is 0.
 
     listen_tls: on a second free port with implicit TLS as well (--listen-tls).
+    open_files: the process's soft limit of open files at start (systemd's default: 1,024).
     """
     port, tls_port = free_port(), free_port() if listen_tls else None
     env = dict(os.environ, OUTBOX_DATABASE_URL=database_url, OUTBOX_SECRET_KEY="test",
@@ -93,7 +95,9 @@ def running(
     if tls_port is not None:
         command += ["--listen-tls", f"127.0.0.1:{tls_port}"]
     log = tmp_path / f"smtpd-{port}.log"
-    with log.open("w") as out, processes.group(command, env=env, stdout=out, stderr=out) as proc:
+    limit = {"preexec_fn": lambda: soft_open_files(open_files)} if open_files else {}
+    with log.open("w") as out, processes.group(command, env=env, stdout=out, stderr=out,
+                                               **limit) as proc:  # fmt: skip
         deadline = time.monotonic() + 30
         while not answers(port):
             assert proc.poll() is None, log.read_text()
@@ -101,6 +105,12 @@ def running(
             time.sleep(0.1)
         yield Smtpd(port, proc, log, tls_port)
         assert processes.end(proc) == 0, log.read_text()
+
+
+def soft_open_files(count: int) -> None:
+    """Set this process's soft limit of open files, keeping the hard one."""
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (count, hard))
 
 
 def connect(port: int, certs: Certs, name: str, token: str) -> smtplib.SMTP:

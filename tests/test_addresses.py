@@ -125,3 +125,44 @@ def test_every_refused_address_has_one_wording(value):
         parse_addresses([value])
     assert " is not an email address" in str(refused.value)
     assert str(refused.value).startswith("'")
+
+
+@pytest.mark.parametrize("value, why", [
+    ("<a@example.com> <b@example.org>", "one entry is one address"),
+    ("a@example.com <b@example.org>", "holds an @"),
+    ("<a@example.com> b@example.org", "one entry is one address"),
+    ("a@example.com b@example.org", "one entry is one address"),
+    ("g: a@example.com;", "groups"),
+    ("(" * 50_000 + "a@example.com", "comments nested more than 5 deep"),
+    ("g:" * 50_000 + "a@example.com", "groups"),
+    ("a@example.com (x", "is not closed"),
+    ('"Ann <a@example.com>', "is not closed"),
+    ("Ann <a@example.com", "is not closed"),
+    ("a@example.com)", "without its ("),
+])  # fmt: skip
+def test_an_entry_that_is_not_one_address_is_refused_naming_it(value, why):
+    with pytest.raises(ValueError) as refused:
+        parse_addresses([value])
+    assert why in str(refused.value)
+    assert str(refused.value).startswith(repr(value[: addresses.SHOWN_CHARS])[:-1])
+    assert len(str(refused.value)) < 500
+
+
+@settings(max_examples=300, deadline=None)
+@given(name=st.text(st.characters(codec="utf-8", exclude_characters="\r\n"), max_size=30),
+       local=st.from_regex(r"[a-z0-9]{1,10}([.+-][a-z0-9]{1,5})?", fullmatch=True))  # fmt: skip
+def test_an_address_written_by_the_email_package_reads_back_as_itself(name, local):
+    written = str(Address(display_name=name, addr_spec=f"{local}@example.com"))
+    try:
+        (found,) = parse_addresses([written])
+    except ValueError as exc:  # names the email package writes but does not quote
+        assert "line break" in str(exc) or not written.isprintable(), written
+        return
+    assert found.address == f"{local}@example.com"
+    assert found.name == " ".join(name.split()) or found.name == name.strip()
+
+
+def test_a_mails_own_header_is_read_leniently_for_display():
+    values = ["undisclosed-recipients:;", 'Ann <a@example.com>, "B, C" <b@example.org>',
+              "team: c@example.com, d@example.com;", "(" * 50_000]  # fmt: skip
+    assert addresses.listed(values) == [("Ann", "a@example.com"), ("B, C", "b@example.org")]

@@ -1,10 +1,15 @@
 """`outbox bounces --listen` as a real process: bounce mails of real MTAs' formats over SMTP."""
 
+import asyncio
+import json
 import os
 import smtplib
 import socket
+import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 from sqlalchemy import select
@@ -12,14 +17,14 @@ from sqlalchemy import select
 from outbox import suppression
 from outbox.bounces import verp
 from outbox.extensions import db
-from outbox.models import BounceMail
+from outbox.models import BounceMail, WebhookDelivery
 from outbox.status import Status
 from outbox.webhooks import endpoints, run_due
 from outbox.worker import Worker
 
 from . import bouncemail, processes
 from .receiver import Receiver
-from .smtpd import free_port
+from .smtpd import Received, Recorder, RecordingController, free_port
 from .test_queue import fresh
 from .test_recipients import states
 
@@ -192,3 +197,56 @@ def test_a_hard_bounce_is_told_to_the_apps_webhook_signed(smtp_app, smtp, make_m
     assert told["data"]["recipient"] == "bob@example.org" and told["data"]["dsn"] == "5.1.1"
     assert told["data"]["code"] == 550
     assert "The email account that you tried to reach does not exist" in told["data"]["text"]
+
+
+@dataclass
+class BouncingAtOnce(Recorder):
+    """A server that hands each mail back to outbox's bounce listener as undeliverable
+    before it answers the mail's data: the bounce is stored and read before the worker
+    has the 250, so before it can record the send, however fast or slow the machine."""
+
+    listener: int = 0
+
+    async def handle_DATA(self, server, session, envelope):  # noqa: N802
+        mail = Received(envelope.mail_from, list(envelope.rcpt_tos), envelope.content)
+        raw = bouncemail.postfix(mail.mail_from, mail.rcpt_tos[0], mail.message_id)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(None, bounce, self.listener, mail.mail_from, raw)
+        return await super().handle_DATA(server, session, envelope)
+
+
+@pytest.mark.all_databases
+def test_bounces_back_before_their_sends_are_recorded_are_all_applied(
+    app, make_message, listener, tmp_path
+):
+    app.config["WEBHOOK_ALLOW_PRIVATE"] = True
+    endpoints.add("http://127.0.0.1:9/hook", "recipient.bounced")
+    to = [f"user{n}@example.org" for n in range(20)]
+    pks = [make_message(to=[address]).id for address in to]
+    recorder = BouncingAtOnce(listener=listener)
+    server = RecordingController(recorder, hostname="127.0.0.1", port=free_port())
+    server.start()
+    env = dict(os.environ, OUTBOX_DATABASE_URL=app.config["DATABASE_URL"],
+               OUTBOX_INSTANCE_PATH=str(tmp_path), OUTBOX_SECRET_KEY=app.secret_key,
+               OUTBOX_BOUNCE_ADDRESS=BOUNCES, OUTBOX_MAIL_PORT=str(server.port))  # fmt: skip
+    command = [sys.executable, "-m", "outbox", "send-queued"]
+    try:
+        with processes.group(command, env=env, stderr=subprocess.PIPE, text=True) as worker:
+            _, said = worker.communicate(timeout=120)
+            assert worker.returncode == 0, said
+    finally:
+        server.stop()
+    assert sorted(r for m in recorder.received for r in m.rcpt_tos) == sorted(to)
+    for pk, address in zip(pks, to, strict=True):
+        row = fresh(pk)
+        assert (row.status, states(row)[address][0]) == (Status.SENT, "bounced"), address
+    entries = suppression.matching(to)
+    assert len(entries) == 20 and {e.source for e in entries.values()} == {"bounce"}
+    told = Counter(
+        (data["id"], data["recipient"])
+        for data in (json.loads(p)["data"] for p in db.session.scalars(
+            select(WebhookDelivery.payload).where(WebhookDelivery.kind == "recipient.bounced")))
+    )  # fmt: skip
+    assert told == Counter(zip(pks, to, strict=True))
+    mails = stored()
+    assert len(mails) == 20 and not any(mail.waiting for mail in mails)

@@ -334,7 +334,7 @@ def test_550_fails_live_and_the_dashboard_resend_sends_it_live(staff_page, site)
         failed = attempts_of(page)
         expect(failed).to_have_count(1)
         cells = failed.locator("td")
-        expect(cells.nth(3)).to_have_text("default")  # route (issue 16)
+        expect(cells.nth(3)).to_have_text("default")  # route
         expect(cells.nth(4)).to_have_text("failed")  # outcome
         expect(cells.nth(5)).to_have_text("550")  # SMTP code
         expect(cells.nth(6)).to_contain_text("refused by policy")
@@ -417,7 +417,10 @@ def test_compose_shows_a_malformed_address_next_to_its_field(staff_page, console
     to = field.get_by_label("To", exact=True)
     expect(to).to_have_value("ann@@example.com")
     expect(to).to_have_attribute("aria-invalid", "true")
-    problem = "'ann@@example.com' is not an email address"
+    problem = (
+        "'ann@@example.com' is not an email address: The part after the @-sign "
+        "contains invalid characters: '@'."
+    )
     expect(to).to_have_accessible_description(problem)
     expect(field.locator("p.error")).to_have_text(problem)
     expect(page.get_by_label("Text body", exact=True)).to_have_value("This will not be queued.")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from outbox import config
+from outbox import admission, config
 
 from . import processes
 from .smtpd import free_port
@@ -126,6 +126,12 @@ def test_worker_stop_waits_out_an_smtp_server_that_stopped_answering() -> None:
     smtp_timeout = float(template().get("OUTBOX_SMTP_TIMEOUT", config.DEFAULTS["SMTP_TIMEOUT"]))
     stop = seconds(unit("outbox-worker.service")["Service"]["TimeoutStopSec"])
     assert stop >= 2 * smtp_timeout + 30
+
+
+def test_smtpd_may_open_a_file_for_every_connection_it_lets_in() -> None:
+    """systemd's default soft limit (1,024) is below the default cap and what it needs besides."""
+    files = int(unit("outbox-smtpd.service")["Service"]["LimitNOFILE"])
+    assert files >= config.DEFAULTS["SMTPD_MAX_CONNECTIONS"] + admission.RESERVED_FILES
 
 
 def test_web_stop_outlasts_gunicorns_graceful_timeout() -> None:

@@ -29,7 +29,8 @@ REFUSED = [
     ({"to": 5, "text": "hi"}, {"to": "must be a string or a list of strings"}),
     ({"to": [1], "text": "hi"}, {"to": "must be a string or a list of strings"}),
     ({**OK, "cc": {"a": 1}}, {"cc": "must be a string or a list of strings"}),
-    ({**OK, "bcc": "bob@"}, {"bcc": "'bob@' is not an email address"}),
+    ({**OK, "bcc": "bob@"}, {"bcc": "'bob@' is not an email address: "
+                                    "There must be something after the @-sign."}),
     ({**OK, "subjet": "Hi", "unknown": 1, "from_addr": "x@example.com", "Subject": "Hi"},
      {"subjet": "is not a field of a message; did you mean subject?",
       "unknown": "is not a field of a message",

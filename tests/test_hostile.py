@@ -218,7 +218,7 @@ def test_sign_in_shows_what_was_typed_back_escaped(client, staff):
 # Open by design: the probes answer anyone (they show no message), and /metrics has a
 # bearer token of its own, refused without it in tests/test_metrics.py.
 OPEN = {"static", "auth.sign_in", "health.healthz", "health.readyz", "metrics.scrape"}
-# mailings (issue 16): one-click unsubscribe takes a token signed per recipient instead,
+# mailings: one-click unsubscribe takes a token signed per recipient instead,
 # and refuses any other (tests/test_mailing_delivery.py).
 OPEN |= {"unsubscribe.confirm", "unsubscribe.unsubscribe"}
 
@@ -229,8 +229,8 @@ def test_every_route_refuses_a_request_without_a_session_or_token(app, signed_in
     attachment = db.session.scalars(sa.select(Attachment.id)).one()
     values = {"message_pk": message.id, "attachment_id": attachment, "address": "a@example.com"}
     values["bounce_pk"] = bounce_store.take_in(b"Subject: Private\r\n\r\nPrivate\r\n", "smtp")
-    values |= {"endpoint_id": 1, "delivery_id": 1}  # webhooks (issue 15): refused before a lookup
-    values |= {"mailing_id": 1}  # mailings (issue 16): refused before a lookup
+    values |= {"endpoint_id": 1, "delivery_id": 1}  # webhooks: refused before a lookup
+    values |= {"mailing_id": 1}  # mailings: refused before a lookup
     urls = app.url_map.bind("localhost")
     anonymous = app.test_client()
     token = csrf(anonymous, "/sign-in")

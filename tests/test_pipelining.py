@@ -190,7 +190,7 @@ class Ready:
     """A mail written already, the same for every server."""
 
     prepared: Prepared
-    returns = None  # no VERP (bounces, issue 15)
+    returns = None  # no VERP
 
     def for_server(self, offered: object) -> Prepared:
         return self.prepared

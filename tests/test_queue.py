@@ -314,7 +314,7 @@ def test_every_move_in_the_table_makes_a_statement_that_names_the_old_status():
     for old, targets in MOVES.items():
         for new in targets:
             where = str(moves.guarded(old, new).whereclause)
-            # retention (issue 14): a message whose bodies were dropped is not queued again.
+            # retention: a message whose bodies were dropped is not queued again.
             dropped = new is Status.QUEUED and old in moves.SETTLED
             extra = " AND messages.bodies_dropped_at IS NULL" if dropped else ""
             assert where == "messages.status = :status_1" + extra, (old, new, where)

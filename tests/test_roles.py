@@ -259,6 +259,6 @@ def test_allows_reads_actions_and_roles():
         "send_now",
         "send_again",
         "bulk",
-        "suppress",  # suppression (issue 15)
+        "suppress",
     }
     assert not any(allows("viewer", a) for a in ACTIONS)

@@ -83,7 +83,7 @@ def refused(tmp_path: Path, text: str, environ: dict[str, str] | None = None) ->
     return message
 
 
-def test_the_issues_example_is_read_into_routes_rules_and_limits(tmp_path):
+def test_the_example_routes_file_is_read_into_routes_rules_and_limits(tmp_path):
     table = load(write(tmp_path, EXAMPLE), CONFIG, ENVIRON)
     relay, backup = table.routes.values()
     assert table.first is relay

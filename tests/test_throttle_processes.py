@@ -114,7 +114,7 @@ def test_three_workers_keep_a_domain_to_its_limit_and_send_every_message_once(
     # lane (one a worker here) holds at most one bucket's worth let through and not yet
     # sent: a worker the loaded machine stalls just after taking tokens adds at most that
     # to a window when it goes on. So whatever the load, at most rate * t + burst + lanes
-    # * burst arrive within t seconds; without such a stall rate * t + burst (the issue's
+    # * burst arrive within t seconds; without such a stall rate * t + burst (the limit's
     # figure, printed; seen exceeded only just after a stall).
     burst, lanes = burst_of(rate), 3
     busiest = {t: arrival_windows(arrivals, t) for t in (1.0, 5.0)}

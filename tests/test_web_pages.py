@@ -812,7 +812,7 @@ def test_dashboard_warnings_keep_their_id_while_they_last_so_a_refresh_leaves_th
     assert warnings() == []
 
 
-# --- issue 13: error pages, confirmations, bulk actions, search counts, the message page ---
+# --- error pages, confirmations, bulk actions, search counts, the message page ---
 
 
 def test_a_page_that_is_not_there_is_a_styled_404_with_the_navigation(signed_in):

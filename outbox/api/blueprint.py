@@ -111,11 +111,11 @@ NEEDS = {
     "api.create_batch": "send",
     "api.resend_message": "manage",
     "api.cancel_message": "manage",
-    "api.list_webhooks": "manage",  # webhooks (issue 15): a URL may carry a receiver's key
+    "api.list_webhooks": "manage",  # webhooks: a URL may carry a receiver's key
     "api.show_webhook": "manage",
     "api.list_deliveries": "manage",
-    "api.create_mailing": "send",  # mailings (issue 16)
-    "api.append_recipients": "send",  # mailings (issue 16)
+    "api.create_mailing": "send",
+    "api.append_recipients": "send",
 }
 
 

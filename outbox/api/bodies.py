@@ -4,6 +4,7 @@ from typing import Any
 
 from flask import request
 
+from .. import untrusted_json
 from ..checks import Upload, check_inline, check_upload
 from ..drafts import Draft, DraftError, build_draft
 from ..schema import FORM_KINDS, WIRE_NAMES, unknown_field
@@ -50,9 +51,9 @@ def check_content_type(accepted: tuple[str, ...]) -> None:
 
 def _json_object(what: str) -> dict[str, Any]:
     try:
-        body = request.get_json(silent=True)
-    except RecursionError:  # nested deeper than the decoder goes: not a message either
-        body = None
+        body = untrusted_json.loads(request.get_data(cache=True))
+    except ValueError as exc:
+        raise DraftError({"body": f"must be a JSON object{what}; it {exc}"}) from None
     if not isinstance(body, dict):
         raise DraftError({"body": f"must be a JSON object{what}"})
     return body
@@ -116,8 +117,9 @@ def batch_items() -> list[Any]:
     shape = 'must be a JSON object {"messages": [message, ...]}'
     try:
         body = _json_object(' {"messages": [message, ...]}')
-    except DraftError:
-        body = {}
+    except DraftError as exc:
+        errors = [{"field": "body", "error": exc.errors["body"]}]
+        raise Refused(400, "the batch was not queued", errors=errors) from None
     items = body.get("messages")
     if not isinstance(items, list):
         raise Refused(400, "the batch was not queued", errors=[{"field": "body", "error": shape}])

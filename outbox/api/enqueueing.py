@@ -30,7 +30,7 @@ def create_message() -> Response:
         idempotency_key=key,
     )  # fmt: skip
     if created:
-        metrics.count_enqueued("api")  # metrics (issue 14)
+        metrics.count_enqueued("api")
     if not created and message.request_hash != draft.fingerprint():
         error = "this Idempotency-Key was used for a different message"
         return answer_error(409, error, id=message.id)
@@ -83,7 +83,7 @@ def create_batch() -> Response:
         idempotency_key=key,
     )  # fmt: skip
     if created:
-        metrics.count_enqueued("api", len(queued))  # metrics (issue 14)
+        metrics.count_enqueued("api", len(queued))
     if not created and queued[0].request_hash != queue.batch_fingerprint(drafts):
         error = "this Idempotency-Key was used for a different batch"
         return answer_error(409, error, id=queued[0].id)

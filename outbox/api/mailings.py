@@ -1,4 +1,4 @@
-"""Mailings over the API (issue 16): create one with its recipients, append, read, pause,
+"""Mailings over the API: create one with its recipients, append, read, pause,
 resume, cancel."""
 
 from typing import Any

@@ -5,6 +5,7 @@ from typing import Any
 
 from flask import Response, jsonify, request, url_for
 
+from .. import untrusted_json
 from ..checks import UNSTORABLE_ERROR, unstorable
 from ..suppression import manage
 from ..suppression.screen import Rejected
@@ -94,9 +95,13 @@ def _new_entry(body: dict[str, Any]) -> tuple[str, str, Any]:
 @bp.post("/suppressions")
 def create_suppression() -> Response:
     """Suppress an address: 201 with the new entry, 200 with the live one already there."""
-    body: Any = request.get_json(silent=True)
+    shape = "the body must be a JSON object: {address, reason, expires_at?}"
+    try:
+        body: Any = untrusted_json.loads(request.get_data()) if request.is_json else None
+    except ValueError as exc:
+        return answer_error(400, f"{shape}; it {exc}")
     if not isinstance(body, dict):
-        return answer_error(400, "the body must be a JSON object: {address, reason, expires_at?}")
+        return answer_error(400, shape)
     address, reason, expires_at = _new_entry(body)
     entry, new = manage.add(address, reason, expires_at)
     response = jsonify(manage.entry_json(entry))

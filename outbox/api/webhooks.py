@@ -5,6 +5,7 @@ from typing import Any
 
 from flask import Response, jsonify, request, url_for
 
+from .. import untrusted_json
 from ..extensions import db
 from ..models import WebhookDelivery, WebhookEndpoint
 from ..webhooks import endpoints, store
@@ -31,9 +32,13 @@ def list_webhooks() -> Response:
 @bp.post("/webhooks")
 def create_webhook() -> tuple[Response, int, dict[str, str]]:
     """Register an endpoint; the answer carries its signing secret, this once."""
-    body = request.get_json(silent=True) if request.is_json else None
+    shape = 'the body must be a JSON object: {"url": ..., "events": [...]}'
+    try:
+        body = untrusted_json.loads(request.get_data()) if request.is_json else None
+    except ValueError as exc:
+        raise Refused(400, f"{shape}; it {exc}") from None
     if not isinstance(body, dict):
-        raise Refused(400, 'the body must be a JSON object: {"url": ..., "events": [...]}')
+        raise Refused(400, shape)
     unknown = sorted(set(body) - FIELDS)
     errors = {name: "is not a field of a webhook endpoint" for name in unknown}
     url, chosen = body.get("url"), body.get("events")

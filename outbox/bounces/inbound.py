@@ -1,7 +1,9 @@
 """`outbox bounces --listen`: the SMTP server a relay forwards bounce mails to (aiosmtpd).
 
 It takes mail only for BOUNCE_ADDRESS and its VERP forms (550 5.1.1 to any other
-recipient), at most BOUNCE_MAX_BYTES, and answers 250 only once the raw mail is stored:
+recipient), at most BOUNCE_MAX_BYTES, from a client within its connections and its
+budget of mails and bytes a minute (outbox.admission: 421 4.7.0 past them), and
+answers 250 only once the raw mail is stored:
 a database that is down gets 451, and the relay keeps the mail and tries again. Reading
 the mail comes after the answer's storing; if it fails, the mail stays in the inbox.
 """
@@ -10,12 +12,14 @@ import asyncio
 import logging
 import signal
 import threading
+import time
 
 import click
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import SMTP, Envelope, Session
 from flask import Flask, current_app
 
+from .. import admission
 from . import store, verp
 
 log = logging.getLogger("outbox.bounces")
@@ -28,6 +32,18 @@ class Handler:
         self.app = app
         self.address = str(app.config["BOUNCE_ADDRESS"])
         self.secret = app.secret_key or ""
+        self.admission = admission.Admission(admission.bounce_limits(app.config))
+
+    async def handle_MAIL(  # noqa: N802 (aiosmtpd's hook names)
+        self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
+    ) -> str:
+        spent = self.admission.may_send(admission.client_of(session.peer), time.monotonic())
+        if spent:
+            log.warning("bounce mail from %s refused: %s", session.peer, spent)
+            return spent
+        envelope.mail_from = address
+        envelope.mail_options.extend(options)
+        return "250 OK"
 
     async def handle_RCPT(  # noqa: N802 (aiosmtpd's hook names)
         self, server: SMTP, session: Session, envelope: Envelope, address: str, options: list[str]
@@ -41,6 +57,10 @@ class Handler:
         self, server: SMTP, session: Session, envelope: Envelope
     ) -> str:
         raw = envelope.original_content or b""
+        client = admission.client_of(session.peer)
+        if spent := self.admission.spend(client, len(raw), time.monotonic()):
+            log.warning("bounce mail from %s not stored: %s", session.peer, spent)
+            return spent
         loop = asyncio.get_running_loop()
         try:
             pk, new = await loop.run_in_executor(None, self._save, raw, envelope)
@@ -70,10 +90,15 @@ def split_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
+class BounceController(Controller):
+    def factory(self) -> SMTP:
+        return admission.AdmittedSMTP(self.handler, **self.SMTP_kwargs)
+
+
 def listening(app: Flask, host: str, port: int) -> Controller:
     """The server, listening on host:port from its return; stop() ends it."""
     limit = app.config["BOUNCE_MAX_BYTES"]
-    controller = Controller(Handler(app), hostname=host, port=port, data_size_limit=limit)
+    controller = BounceController(Handler(app), hostname=host, port=port, data_size_limit=limit)
     try:
         controller.start()
     except BaseException:
@@ -95,6 +120,10 @@ def bounces_command(listen: str) -> None:
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     if not app.config.get("BOUNCE_ADDRESS"):
         raise click.UsageError("set OUTBOX_BOUNCE_ADDRESS first: the address bounces come to")
+    try:
+        admission.open_files_for(admission.bounce_limits(app.config))
+    except ValueError as exc:
+        raise click.UsageError(f"OUTBOX_BOUNCE_MAX_CONNECTIONS: {exc}") from None
     waiting = store.process_waiting()  # left unread by a process that stopped in between
     if waiting:
         click.echo(f"processed {waiting} bounce mails stored earlier")

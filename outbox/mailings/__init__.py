@@ -1,4 +1,4 @@
-"""Mailings (issue 16): one body, stored once, rendered for each of many recipients.
+"""Mailings: one body, stored once, rendered for each of many recipients.
 
 A mailing's recipients are rows of messages (mailing_id, fields; no subject or bodies of
 their own), so claims, retries, per-recipient states, bounces, suppression, webhooks and

@@ -13,6 +13,8 @@ from typing import IO, Any
 
 import ijson
 
+from .. import untrusted_json
+
 RECIPIENTS = "recipients"
 SPOOL_MEMORY = 256 * 1024  # bytes of recipients a Spool keeps in memory before a file
 
@@ -43,6 +45,8 @@ def _built(first: tuple[str, Any], events: Iterator[tuple[str, Any]]) -> Any:
         builder.event(event, value)
         depth += event in ("start_map", "start_array")
         depth -= event in ("end_map", "end_array")
+        if depth > untrusted_json.MAX_DEPTH:  # built without recursion, but read with it
+            raise Malformed(f"a value of the body {untrusted_json.TOO_DEEP}")
     return builder.value
 
 

@@ -14,13 +14,13 @@ from ..addresses import Kind, Mailbox, by_kind
 from ..extensions import Base
 from ..status import Status
 from .bounces import BounceMail
-from .dkim import DkimKey as DkimKey  # dkim (issue 16)
-from .mailings import Mailing, MailingAttachment, MailingAttachmentChunk  # mailings (issue 16)
+from .dkim import DkimKey as DkimKey
+from .mailings import Mailing, MailingAttachment, MailingAttachmentChunk
 from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
-from .routes import ROUTE_CHARS, RouteHealth  # routes (issue 16)
+from .routes import ROUTE_CHARS, RouteHealth
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .suppression import Suppression
-from .throttle import Throttle  # throttling (issue 16)
+from .throttle import Throttle
 from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
@@ -72,11 +72,11 @@ class Message(Base):
     resent_from: Mapped[int | None] = mapped_column(
         ForeignKey("messages.id", ondelete="SET NULL"), index=True
     )
-    # mailings (issue 16): the mailing this row is a recipient of, and its fields for the
+    # mailings: the mailing this row is a recipient of, and its fields for the
     # templates. No foreign key: SQLite cannot add one without rebuilding messages.
     mailing_id: Mapped[int | None] = mapped_column(BigInteger)
     fields: Mapped[dict[str, Any] | None] = mapped_column(JSON)
-    # submission (issue 17): a mail handed over by SMTP is kept as it came, in raw_chunks;
+    # submission: a mail handed over by SMTP is kept as it came, in raw_chunks;
     # raw_size is its length (None: a mail written from the columns), envelope_from MAIL FROM.
     raw_size: Mapped[int | None] = mapped_column(BigInteger)
     envelope_from: Mapped[str | None] = mapped_column(String(998))
@@ -149,7 +149,7 @@ class AttachmentChunk(Base):
 
 
 class RawChunk(Base):
-    """A piece of a raw mail (submission, issue 17), CHUNK_BYTES long but the last."""
+    """A piece of a mail handed over by SMTP, CHUNK_BYTES long but the last."""
 
     __tablename__ = "raw_chunks"
 
@@ -175,7 +175,7 @@ class Attempt(Base):
     error: Mapped[str | None] = mapped_column(Text)
     # The server's reply at the end of DATA when it took the mail ("2.0.0 Ok: queued as ...").
     reply: Mapped[str | None] = mapped_column(String(REPLY_CHARS))
-    route: Mapped[str | None] = mapped_column(String(ROUTE_CHARS))  # routes (issue 16): its name
+    route: Mapped[str | None] = mapped_column(String(ROUTE_CHARS))  # the route it went through
 
     message: Mapped[Message] = relationship(back_populates="attempt_log")
 
@@ -187,7 +187,7 @@ Index("ix_messages_settled", Message.settled_at)
 Index("ix_messages_bodies", Message.bodies_dropped_at, Message.settled_at)
 # Covering for the dashboard's hourly chart: the range and the outcome, no row lookups.
 Index("ix_attempts_finished", Attempt.finished_at, Attempt.outcome)
-# mailings (issue 16): a mailing's progress is one GROUP BY status over its own rows.
+# mailings: a mailing's progress is one GROUP BY status over its own rows.
 Index("ix_messages_mailing", Message.mailing_id, Message.status)
 
 
@@ -221,7 +221,7 @@ __all__ = [
     "SignInFailure",
     "StatusCount",
     "Suppression",
-    "Throttle",  # throttling (issue 16)
+    "Throttle",
     "Timestamp",
     "User",
     "WebhookDelivery",

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Index, Integer, String, Text
+from sqlalchemy import JSON, BigInteger, Boolean, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from ..extensions import Base
@@ -42,9 +42,12 @@ class BounceMail(Base):
     # Every recipient the mail reports: address, action, status, diagnostic, hard.
     results: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     note: Mapped[str | None] = mapped_column(Text)  # why unmatched, or what went wrong
+    # A hard bounce that came before its recipient's send was recorded: applied when it is.
+    waiting: Mapped[bool] = mapped_column(Boolean, default=False)
     processed_at: Mapped[datetime | None] = mapped_column(Timestamp)
 
 
 Index("ix_bounce_mails_kind", BounceMail.kind, BounceMail.id)
 Index("ix_bounce_mails_message", BounceMail.message_pk, BounceMail.id)
 Index("ix_bounce_mails_received", BounceMail.received_at)
+Index("ix_bounce_mails_waiting", BounceMail.waiting, BounceMail.message_pk)

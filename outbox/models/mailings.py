@@ -1,4 +1,4 @@
-"""Mailings (issue 16): one body stored once for many recipients, each a message row."""
+"""Mailings: one body stored once for many recipients, each a message row."""
 
 from datetime import datetime
 from typing import Any

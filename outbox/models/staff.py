@@ -1,7 +1,9 @@
 """The staff's side: accounts, sign-in failures, API tokens and the audit trail."""
 
+import hmac
 from datetime import datetime
 
+from flask import current_app
 from flask_login import UserMixin
 from sqlalchemy import BigInteger, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
@@ -36,8 +38,14 @@ class User(UserMixin, Base):
     session_generation: Mapped[int] = mapped_column(Integer, default=0)
 
     def get_id(self) -> str:
-        """The session's user id, bound to the password and sign-outs: each ends old sessions."""
-        return f"{self.id}.{self.password_hash[-12:]}.{self.session_generation or 0}"
+        """The session's user id, bound to the password and sign-outs: each ends old sessions.
+
+        The password's part is an HMAC of its hash under the app's secret key: a session
+        cookie is signed, not encrypted, and tells its reader nothing of the hash.
+        """
+        key = str(current_app.config["SECRET_KEY"]).encode()
+        stamp = hmac.new(key, self.password_hash.encode(), "sha256").hexdigest()[:32]
+        return f"{self.id}.{stamp}.{self.session_generation or 0}"
 
     def can(self, action: str) -> bool:
         """Whether this account's role allows an action (outbox.roles.ACTIONS)."""

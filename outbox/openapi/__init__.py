@@ -7,9 +7,9 @@ from typing import Any
 from ..schema import NewMessage
 from ..wire import Message, MessageDetail, Moved
 from . import (
-    mailings,  # mailings (issue 16)
+    mailings,
     queuing,
-    suppressions,  # suppression (issue 15)
+    suppressions,
     webhooks,
 )
 from .examples import DOCUMENT, exemplify
@@ -58,8 +58,8 @@ def _schemas() -> dict[str, Schema]:
         "Batch": closed({"messages": {"type": "array", "items": queued}}),
         "BatchRefused": closed({**error, "errors": {"type": "array", "items": problem}}, "error"),
         **suppressions.schemas(),
-        **webhooks.schemas(),  # webhooks (issue 15)
-        **mailings.schemas(),  # mailings (issue 16)
+        **webhooks.schemas(),
+        **mailings.schemas(),
     }
 
 
@@ -99,12 +99,12 @@ def _paths() -> dict[str, Schema]:
         "/api/openapi.json": {"get": DOCUMENT_ITSELF},
         "/api/suppressions": {"get": suppressions.listing(), "post": suppressions.create()},
         "/api/suppressions/{address}": {"delete": suppressions.remove()},
-        "/api/webhooks": webhooks.collection(),  # webhooks (issue 15)
+        "/api/webhooks": webhooks.collection(),
         "/api/webhooks/{id}": webhooks.one(),
         "/api/webhooks/{id}/enable": webhooks.switch("Enable a webhook endpoint"),
         "/api/webhooks/{id}/disable": webhooks.switch("Disable a webhook endpoint"),
         "/api/webhooks/{id}/deliveries": webhooks.deliveries(),
-        **mailings.paths(),  # mailings (issue 16)
+        **mailings.paths(),
     }
 
 

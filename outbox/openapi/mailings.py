@@ -1,4 +1,4 @@
-"""The OpenAPI operations of mailings (issue 16): create, append, read, pause, resume, cancel."""
+"""The OpenAPI operations of mailings: create, append, read, pause, resume, cancel."""
 
 from typing import Any
 

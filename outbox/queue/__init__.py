@@ -7,9 +7,9 @@ Callers use the verbs below; the modules behind them are the package's own busin
 
 from .attachments import Damaged, read_attachments, read_inline
 from .claims import Claim, claim_batch, has_due, release, release_held, renew
-from .holds import hold  # throttling (issue 16)
+from .holds import hold
 from .moves import MoveRefused
-from .outcomes import Finished, record, release_stale
+from .outcomes import Finished, on_recorded, record, release_stale
 from .staff import (
     Moved,
     cancel,
@@ -25,7 +25,7 @@ from .store import BATCH_KEY_SEPARATOR, Queued, batch_fingerprint, enqueue, enqu
 __all__ = [
     "BATCH_KEY_SEPARATOR", "Claim", "Damaged", "Finished", "MoveRefused", "Queued",
     "Moved", "batch_fingerprint", "cancel", "cancel_many", "claim_batch", "enqueue",
-    "enqueue_batch", "has_due", "hold", "read_attachments", "read_inline",
+    "enqueue_batch", "has_due", "hold", "on_recorded", "read_attachments", "read_inline",
     "record", "release", "release_held", "release_stale", "renew",
     "resend", "resend_all_failed", "resend_many", "send_again", "send_now",
 ]  # fmt: skip

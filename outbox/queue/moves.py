@@ -67,9 +67,9 @@ def guarded(
         if status is None:
             status = news[0].value
         values["status"] = status
-        values.setdefault("settled_at", _settled_at(news, status))  # retention (issue 14)
+        values.setdefault("settled_at", _settled_at(news, status))
     if new is not None and Status.QUEUED in news and any(o in SETTLED for o in olds):
-        # retention (issue 14): a message whose bodies were dropped is never sent again.
+        # retention: a message whose bodies were dropped is never sent again.
         where = (*where, MESSAGES.c.bodies_dropped_at.is_(None))
     column = MESSAGES.c.status
     expected = column == olds[0].value if len(olds) == 1 else column.in_([o.value for o in olds])
@@ -112,7 +112,7 @@ def due_again(now: datetime) -> ColumnElement[Any]:
     return case((MESSAGES.c.send_after > now, MESSAGES.c.send_after), else_=now)
 
 
-# --- retention (issue 14): the two writes of outbox.retention, beside every other UPDATE ---
+# --- retention: the two writes of outbox.retention, beside every other UPDATE ---
 def drop_bodies(ids: list[int], now: datetime) -> int:
     """Empty the bodies of these settled messages and mark when; their status stays."""
     settled = MESSAGES.c.status.in_([s.value for s in SETTLED])

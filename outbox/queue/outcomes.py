@@ -1,11 +1,12 @@
 """Recording what came of a worker's attempts: the outcomes of its claims, and dead workers'."""
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+from flask import Flask, current_app
 from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 
 from .. import events
@@ -15,6 +16,21 @@ from ..status import Outcome, Retry, Status
 from ..suppression.smtp import suppress_refused
 from .claims import Claim
 from .moves import ATTEMPTS, MESSAGES, changed, guarded
+
+# What a higher layer does when outcomes are recorded: called with each message's new
+# status, in the recording's transaction, before it commits (bounces register at start).
+Hook = Callable[[Mapping[int, Status]], object]
+HOOKS = "outbox.queue.on_recorded"  # the app's hooks, in app.extensions
+
+
+def on_recorded(app: Flask, hook: Hook) -> None:
+    """Have hook run with every group of outcomes the app records."""
+    app.extensions.setdefault(HOOKS, []).append(hook)
+
+
+def _recorded(statuses: Mapping[int, Status]) -> None:
+    for hook in current_app.extensions.get(HOOKS, ()):
+        hook(statuses)
 
 
 @dataclass(frozen=True)
@@ -32,7 +48,7 @@ class Finished:
     # attempt is added to the message's allowance, so such faults never fail it.
     fault: bool = False
     reply: str | None = None  # the server's words when it took the mail
-    route: str | None = None  # the name of the route the attempt went through (issue 16)
+    route: str | None = None  # the name of the route the attempt went through
 
 
 def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int, Status]:
@@ -78,7 +94,7 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
             "smtp_code": done.code,
             "error": error,
             "reply": done.reply[:REPLY_CHARS] if done.reply else None,
-            "route": done.route,  # routes (issue 16)
+            "route": done.route,
         }
         for group in moves.values()
         for done, outcome, error in group
@@ -86,8 +102,9 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     ]
     if attempts:
         db.session.execute(insert(ATTEMPTS), attempts)
-    suppress_refused(finished, recorded)  # suppression (issue 15): 5.1.1 and the like
-    events.recorded(recorded, ((d, e) for group in moves.values() for d, _, e in group))  # webhooks
+    suppress_refused(finished, recorded)  # suppression: 5.1.1 and the like
+    events.recorded(recorded, ((d, e) for group in moves.values() for d, _, e in group))
+    _recorded(recorded)
     db.session.commit()
     return recorded
 
@@ -248,7 +265,8 @@ def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
                 message_id=row.message_id,
                 text=error,
                 at=now,
-            )  # webhooks (issue 15)
+            )
+            _recorded({row.id: new})
             count += 1
         db.session.commit()
     db.session.commit()

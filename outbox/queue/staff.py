@@ -8,7 +8,7 @@ from datetime import datetime
 from ..addresses import Kind
 from ..drafts import Draft
 from ..extensions import db
-from ..mailings import render as mailing_render  # mailings (issue 16)
+from ..mailings import render as mailing_render
 from ..models import Message, utcnow
 from ..status import Status, sources
 from ..suppression import screen as suppression_screen
@@ -31,7 +31,7 @@ def resend(message_id: int, allowance: int, now: datetime | None = None) -> None
     """
     again = {"next_attempt_at": due_again(now or utcnow()),
              "max_attempts": MESSAGES.c.attempts + allowance}  # fmt: skip
-    if suppression_screen.restate([message_id]):  # suppression (issue 15)
+    if suppression_screen.restate([message_id]):
         db.session.commit()
         raise MoveRefused(f"every recipient of message {message_id} is on the suppression list")
     if not move_one(message_id, (Status.FAILED, Status.CANCELLED), Status.QUEUED, **again):
@@ -50,7 +50,7 @@ def send_now(message_id: int, now: datetime | None = None) -> None:
 
 def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
     """Queue every failed message again but those with no one left to send to; how many."""
-    nobody = suppression_screen.restate(None)  # suppression (issue 15)
+    nobody = suppression_screen.restate(None)
     stmt = guarded(Status.FAILED, Status.QUEUED, MESSAGES.c.id.not_in(nobody),
                    next_attempt_at=due_again(now or utcnow()),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
@@ -66,7 +66,7 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         raise MoveRefused(f"message {message_id} is not sent")
     if old.bodies_dropped_at is not None:  # retention dropped what would be sent
         raise MoveRefused(f"message {message_id} has no bodies any more (retention)")
-    if old.raw_size is not None:  # submission (issue 17): the same bytes, a new Message-ID
+    if old.raw_size is not None:  # submission: the same bytes, a new Message-ID
         from ..submission.store import copied
 
         return copied(old, source, max_attempts)
@@ -84,7 +84,7 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         attachments=read_attachments(message_id),
         metadata=dict(old.meta or {}),
     )
-    if old.mailing_id:  # mailings (issue 16): a recipient's copy is its mail as rendered
+    if old.mailing_id:  # mailings: a recipient's copy is its mail as rendered
         draft = dataclasses.replace(draft, **mailing_render.copied(old))
     return enqueue(draft, source=source, max_attempts=max_attempts, resent_from=message_id)[0]
 
@@ -109,7 +109,7 @@ def cancel_many(message_ids: Collection[int]) -> Moved:
 def resend_many(message_ids: Collection[int], allowance: int, now: datetime | None = None) -> Moved:
     """Queue those of the chosen messages that are failed or cancelled again; commit."""
     ids = set(message_ids)
-    nobody = suppression_screen.restate(ids)  # suppression (issue 15)
+    nobody = suppression_screen.restate(ids)
     stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED,
                    MESSAGES.c.id.in_(ids - nobody), next_attempt_at=now or utcnow(),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip

@@ -48,7 +48,7 @@ def enqueue(
         request_hash=draft.fingerprint() if idempotency_key else None,
         resent_from=resent_from,
     )
-    marked = suppression_screen.screen([row], now)  # suppression (issue 15)
+    marked = suppression_screen.screen([row], now)
     try:
         if draft.attachments or marked or AUTOCOMMIT not in db.engines:
             message = _insert_with_attachments(row, draft.attachments, bool(marked))
@@ -244,7 +244,7 @@ def enqueue_batch(
         )
         for n, draft in enumerate(drafts)
     ]
-    marked = suppression_screen.screen(rows, now, batch=True)  # suppression (issue 15)
+    marked = suppression_screen.screen(rows, now, batch=True)
     try:
         ids = _insert_rows(rows, drafts)
         suppression_screen.announce([(ids[n], rows[n]) for n in marked], now)

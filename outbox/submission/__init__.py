@@ -1,4 +1,4 @@
-"""Mail handed over as it came (issue 17): stored raw, byte for byte, and sent as it is.
+"""Mail handed over as it came: stored raw, byte for byte, and sent as it is.
 
 queue_raw is what `outbox smtpd` (outbox.submission.server) calls after DATA: it checks
 the mail, stores it with its envelope in one transaction and says what it was queued

@@ -36,7 +36,7 @@ class RawMail:
     pending: list[str]
     data: bytes
     signers: tuple[Signer, ...] = ()
-    returns: dict[str, str] | None = None  # bounces (issue 15): VERP return paths
+    returns: dict[str, str] | None = None  # bounces: VERP return paths
     made: dict[Features, Prepared] = field(default_factory=dict)
 
     def for_server(self, features: Features) -> Prepared:
@@ -63,7 +63,7 @@ class RawMail:
         utf8_used = not head.isascii() or not sender.isascii()
         utf8_used |= not all(r.isascii() for r in recipients)
         rendered = Rendered([data], [], eight_bit, utf8_used)
-        if self.signers:  # dkim (issue 16): last, over what this server gets
+        if self.signers:  # dkim: last, over what this server gets
             rendered = signing.signed(rendered, self.signers)
         return Prepared(sender, recipients, stored, rendered, unsendable)
 

@@ -18,7 +18,7 @@ from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 from flask import Flask
 from sqlalchemy.exc import DBAPIError
 
-from .. import addresses
+from .. import addresses, admission
 from . import Refused, auth, queue_raw
 
 log = logging.getLogger("outbox.smtpd")
@@ -63,8 +63,12 @@ def _parsed(
     return AuthResult(success=True, auth_data=data)
 
 
-class Submission(SMTP):
-    """aiosmtpd's protocol with the token check off the loop and outbox's wording of replies."""
+class Submission(admission.AdmittedSMTP):
+    """aiosmtpd's protocol with the token check off the loop and outbox's wording of replies.
+
+    A client is let in within SMTPD_MAX_CONNECTIONS and SMTPD_MAX_CLIENT_CONNECTIONS, and
+    until it has logged in may stay silent only SMTPD_PREAUTH_TIMEOUT between commands.
+    """
 
     # A command line's limit, AUTH's included; smtp_DATA lifts it for the mail's lines.
     line_length_limit = 1000
@@ -77,12 +81,18 @@ class Submission(SMTP):
         self.app = handler.app
         self.replies = _replies(handler.limit)
         self.malformed = ""
+        self.preauth_timeout = min(self._timeout_duration, handler.preauth_timeout)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         after_starttls = self._original_transport is not None  # the same client, now in TLS
         super().connection_made(transport)
-        if not after_starttls:
+        if not after_starttls and self.refusal is None:
             log.info("smtpd: connection from %s", _peer(self.session))
+
+    def _reset_timeout(self, duration: float | None = None) -> None:
+        if duration is None and not (self.session and self.session.authenticated):
+            duration = self.preauth_timeout  # a client that has not logged in holds less
+        super()._reset_timeout(duration)
 
     def _timeout_cb(self) -> None:
         log.info("smtpd: %s idle too long, disconnected", _peer(self.session))
@@ -101,8 +111,6 @@ class Submission(SMTP):
         elif isinstance(status, str):
             status = self.replies.get(status, status)
         await super().push(status)
-        if isinstance(status, str) and status.startswith("421") and self.transport:
-            self.transport.close()  # 421 closes the channel (RFC 5321 3.8)
 
     async def smtp_DATA(self, arg: str) -> None:  # noqa: N802
         """DATA with lines as long as the mail may be, for the store to repair.
@@ -143,6 +151,7 @@ class Submission(SMTP):
         reply = await asyncio.to_thread(auth.refusal, self.app, given.login, given.password, peer)
         if reply is not None:
             return AuthResult(success=False, handled=False, message=reply)
+        self._reset_timeout(self._timeout_duration)  # logged in: the full idle time from now
         return AuthResult(success=True, auth_data=given.login.decode())
 
 
@@ -154,6 +163,8 @@ class Handler:
         self.limit: int = app.config["MAX_MESSAGE_BYTES"]
         self.allowed: frozenset[str] = app.config["ALLOWED_SPECIAL_DOMAINS"]
         self.in_flight = 0  # DATA commands under way: mails being received or queued
+        self.admission = admission.Admission(admission.smtpd_limits(app.config))
+        self.preauth_timeout: float = app.config["SMTPD_PREAUTH_TIMEOUT"]
 
     async def handle_EHLO(  # noqa: N802 (aiosmtpd's hook names)
         self,

@@ -38,6 +38,9 @@ def onto(message: Message) -> list[tuple[str, str]]:
     except (Damaged, LookupError, ValueError) as exc:
         message.text_body = f"(the stored mail cannot be read: {exc})"
         return []
+    except RecursionError:  # the email package recurses into each nested comment
+        message.text_body = "(the stored mail cannot be read: a header nests comments too deep)"
+        return []
 
 
 def other_parts(message: Message) -> list[int]:

@@ -8,7 +8,7 @@ import ssl
 import click
 from flask import Flask, current_app
 
-from .. import logs
+from .. import admission, logs
 from ..bounces.inbound import split_listen
 from . import server, tls
 
@@ -47,6 +47,10 @@ def smtpd_command(listen: str, listen_tls: str | None, timeout: float) -> None:
     implicit = split_listen(listen_tls) if listen_tls else None
     if implicit and context is None:
         raise click.UsageError("--listen-tls needs OUTBOX_SMTPD_TLS_CERT and OUTBOX_SMTPD_TLS_KEY")
+    try:
+        admission.open_files_for(admission.smtpd_limits(app.config))
+    except ValueError as exc:
+        raise click.UsageError(f"OUTBOX_SMTPD_MAX_CONNECTIONS: {exc}") from None
     try:
         serve(app, (host, port), context, timeout, implicit)
     except OSError as exc:

@@ -17,7 +17,7 @@ import re
 import secrets
 from datetime import UTC, datetime
 from email.header import decode_header, make_header
-from email.utils import format_datetime, getaddresses
+from email.utils import format_datetime
 from typing import Any, cast
 
 from flask import current_app
@@ -133,7 +133,7 @@ def _value(fields: list[bytes], name: str) -> str | None:
 def _mailboxes(fields: list[bytes], name: str) -> list[tuple[str, str]]:
     """(name, address) pairs named in every field called name, read leniently (display only)."""
     values = [_parsed(f) for f in fields if _name(f) == name]
-    return [(_decoded(n), a) for n, a in getaddresses(values) if a]
+    return [(_decoded(n), a) for n, a in addresses.listed(values)]
 
 
 def _one(value: str, allowed: frozenset[str], command: str, status: str) -> Mailbox:
@@ -272,7 +272,7 @@ def _stored(row: dict[str, Any], raw: bytes, now: datetime) -> Queued:
     its (message_id, part) is there already."""
     row = dict(row)  # the suppression marks are this insert's, not the next one's
     try:
-        marked = screen.screen([row], now)  # suppression (issue 15)
+        marked = screen.screen([row], now)
     except screen.Rejected as exc:
         raise Refused(550, "5.7.1", str(exc)) from None
     try:

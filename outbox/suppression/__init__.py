@@ -22,7 +22,7 @@ from ..audit import actor
 from ..extensions import AUTOCOMMIT, db
 from ..models import Suppression, Timestamp, utcnow
 
-SOURCES = ("bounce", "smtp", "manual", "import", "unsubscribe")  # unsubscribe: issue 16
+SOURCES = ("bounce", "smtp", "manual", "import", "unsubscribe")
 REASON_CHARS = 1000  # a reason is cut to this many characters
 MODES = ("mark", "reject")  # OUTBOX_SUPPRESSED: record suppressed recipients, or refuse them
 TABLE = Suppression.__table__
@@ -110,7 +110,7 @@ def find(address: str) -> Suppression | None:
 
 def _creator(source: str) -> str:
     """Who made an entry: outbox itself for what the mail servers said, else the actor."""
-    if source in ("bounce", "smtp", "unsubscribe"):  # unsubscribe: issue 16
+    if source in ("bounce", "smtp", "unsubscribe"):
         return f"outbox ({source})"
     return actor()[0][:255]
 

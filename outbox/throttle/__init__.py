@@ -50,7 +50,7 @@ def admit(
         return claims
     admitted, held = taking.take(limited, now)
     if held:
-        metrics.count_held(keys.kind_of(name) for name in held)  # throttling (issue 16)
+        metrics.count_held(keys.kind_of(name) for name in held)
     through = {c.id for c in admitted} | {c.id for c, n in wants if not n.must}
     return [c for c in claims if c.id in through]
 

@@ -33,7 +33,7 @@ CONTENT_SECURITY_POLICY = (
 )
 # The blueprints of the pages.
 PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "suppressions", "bounces", "webhooks",
-         "routes", "mailings")  # fmt: skip  # routes, mailings (issue 16)
+         "routes", "mailings")  # fmt: skip
 # What the error pages say, by status code.
 ERRORS = {
     400: ("Bad request", "The page could not make sense of what was sent."),
@@ -82,6 +82,17 @@ def security_headers(response: Response) -> Response:
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "same-origin")
     response.headers.setdefault("X-Frame-Options", "SAMEORIGIN")
+    return response
+
+
+def not_stored(response: Response) -> Response:
+    """Pages and API answers kept out of every cache: they show mail, accounts, secrets.
+
+    A browser's back button or a shared proxy would otherwise keep a signed-in page (or a
+    webhook's secret) after sign-out; static files and the probes stay cacheable.
+    """
+    if request.blueprint in PAGES or _is_api():
+        response.headers.setdefault("Cache-Control", "no-store")
     return response
 
 
@@ -173,8 +184,8 @@ def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
 def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
     from . import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
-    from . import mailings as mailing_pages  # noqa: I001 (mailings, issue 16)
-    from . import routes as route_pages  # routes (issue 16)
+    from . import mailings as mailing_pages  # noqa: I001
+    from . import routes as route_pages
     from .roles import can
 
     # Flask's defaults hold the key already (as None), so setdefault would not set it.
@@ -189,12 +200,13 @@ def init_app(app: Flask) -> None:
     csrf.init_app(app)
     blueprints = [auth.bp, dashboard.bp, messages.bp, bulk.bp, admin.bp, suppressions.bp,
                   bounces.bp, webhooks.bp]  # fmt: skip
-    blueprints.append(route_pages.bp)  # routes (issue 16)
-    blueprints.append(mailing_pages.bp)  # mailings (issue 16)
+    blueprints.append(route_pages.bp)
+    blueprints.append(mailing_pages.bp)
     page_errors(app, blueprints)
     for blueprint in blueprints:
         app.register_blueprint(blueprint)
     app.after_request(security_headers)
+    app.after_request(not_stored)
     app.add_template_filter(when)
     app.add_template_filter(age)
     app.add_template_filter(ago)

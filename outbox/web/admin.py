@@ -85,17 +85,22 @@ def token_revoke() -> ResponseReturnValue:
     return redirect(url_for("admin.token_list"))
 
 
+ID_RANGE = range(1, 2**63)  # ids are 64-bit: past that, PostgreSQL and SQLite raise errors
+
+
 @bp.get("/audit")
 @requires("audit")
 def audit_list() -> ResponseReturnValue:
     args = request.args
-    message = args.get("message", "").strip()
-    if message and not message.isdigit():
-        abort(400, description="message must be a message number")
+    message, older = args.get("message", "").strip(), args.get("before", "").strip()
+    if message and not (message.isdigit() and int(message) in ID_RANGE):
+        abort(400, description=f"message must be a message number, 1 to {ID_RANGE[-1]}")
+    if older and not (older.isdigit() and int(older) in ID_RANGE):
+        abort(400, description=f"before must be an event number, 1 to {ID_RANGE[-1]}")
     filters = audit.Filters(actor=args.get("actor", "").strip() or None,
                             action=args.get("action", "").strip() or None,
                             message_pk=int(message) if message else None)  # fmt: skip
-    events, before = audit.page(filters, args.get("before", type=int))
+    events, before = audit.page(filters, int(older) if older else None)
     kept = {k: v for k in ("actor", "action", "message") if (v := args.get(k))}
     return render_template("admin/audit.html", events=events, before=before, kept=kept,
                            filters=filters, actions=sorted(ACTIONS))  # fmt: skip

@@ -1,7 +1,5 @@
 """Signing staff in and out."""
 
-from urllib.parse import urlsplit
-
 from flask import Blueprint, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_user, logout_user
@@ -9,18 +7,9 @@ from werkzeug.wrappers import Response
 
 from .. import accounts, audit
 from .forms import SignInForm
+from .links import local_path
 
 bp = Blueprint("auth", __name__)
-
-
-def _safe_next(target: str | None) -> str:
-    """Only redirect within this site after signing in."""
-    if not target:
-        return url_for("dashboard.index")
-    parts = urlsplit(target)
-    if parts.scheme or parts.netloc or not target.startswith("/"):
-        return url_for("dashboard.index")
-    return target
 
 
 @bp.route("/sign-in", methods=["GET", "POST"])
@@ -32,7 +21,7 @@ def sign_in() -> ResponseReturnValue:
         user = accounts.sign_in(form.email.data or "", form.password.data or "",
                                 request.remote_addr or "unknown")  # fmt: skip
     except accounts.TooManyFailures as exc:
-        form.form_errors.append(f"Too many failed sign-ins from your address; {exc}.")
+        form.form_errors.append(f"Too many failed sign-ins {exc.whose}; {exc}.")
         page = render_template("auth/sign_in.html", form=form)
         return page, 429, {"Retry-After": str(exc.retry_after)}
     if user is None:
@@ -40,7 +29,7 @@ def sign_in() -> ResponseReturnValue:
         return render_template("auth/sign_in.html", form=form), 401
     login_user(user)
     audit.record("sign_in")
-    return redirect(_safe_next(request.args.get("next")))
+    return redirect(local_path(request.args.get("next"), url_for("dashboard.index")))
 
 
 @bp.post("/sign-out")

@@ -138,5 +138,5 @@ def compose() -> ResponseReturnValue:
     message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
                                max_attempts=current_app.config["MAX_ATTEMPTS"])  # fmt: skip
     audit.record("compose", message.id)
-    metrics.count_enqueued("compose")  # metrics (issue 14)
+    metrics.count_enqueued("compose")
     return redirect(url_for("messages.show", message_pk=message.id))

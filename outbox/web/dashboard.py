@@ -76,7 +76,7 @@ def _live(now: datetime) -> dict[str, Any]:
         resend_all=ResendAllForm(),
         refresh=REFRESH_SECONDS,
         paused=pause.current(),
-        throttled=throttle.slowed(now),  # throttling (issue 16)
+        throttled=throttle.slowed(now),
     )
 
 

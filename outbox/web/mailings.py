@@ -1,4 +1,4 @@
-"""The mailings pages (issue 16): the list, one mailing's progress, and pause, resume, cancel."""
+"""The mailings pages: the list, one mailing's progress, and pause, resume, cancel."""
 
 from typing import Any
 

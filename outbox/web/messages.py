@@ -22,20 +22,23 @@ from .. import audit, pause, queue, reports
 from ..bounces import inbox
 from ..deliveries import partly_delivered
 from ..extensions import db
-from ..mailings import render as mailing_render  # mailings (issue 16)
+from ..mailings import render as mailing_render
 from ..models import Attachment, AttachmentChunk, Attempt, Message, utcnow
 from ..status import Status
-from ..submission import shown as raw_shown  # submission (issue 17)
+from ..submission import shown as raw_shown
 from ..wire import recipient_json
 from . import compose as composing
 from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
+from .downloads import as_download
 from .forms import ActionForm, ResendAllForm
 from .roles import requires
 from .shown import (
     INLINE_SHOWN_BYTES,
+    SHOWN_HTML_CHARS,
     back_to,
     inline_images,
     loads_remote,
+    shown_part,
     with_inline,
     without_remote,
 )
@@ -114,8 +117,8 @@ def _state(message: Message) -> dict[str, Any]:
 @bp.get("/<int:message_pk>")
 def show(message_pk: int) -> ResponseReturnValue:
     message = _message(message_pk)
-    mailing_render.onto(message)  # mailings (issue 16): rendered on view
-    parts = raw_shown.onto(message)  # submission (issue 17): read out of the stored mail
+    mailing_render.onto(message)  # mailings: rendered on view
+    parts = raw_shown.onto(message)  # submission: read out of the stored mail
     state = _state(message)
     if wants_fragment():
         return fragment("messages/_state.html", 200 if state["in_flight"] else 286, **state)
@@ -124,9 +127,11 @@ def show(message_pk: int) -> ResponseReturnValue:
         "messages/show.html",
         attachments=list(db.session.execute(attachments.order_by(Attachment.id)).scalars()),
         back=back_to(request.args.get("back")),
-        remote_images=loads_remote(message.html_body),
+        remote_images=loads_remote(shown_part(message.html_body)),
+        html_cut=len(message.html_body or "") > SHOWN_HTML_CHARS,
+        html_shown=SHOWN_HTML_CHARS,
         events=audit.of_message(message.id),
-        bounces=inbox.of_message(message.id),  # bounces (issue 15)
+        bounces=inbox.of_message(message.id),
         raw_parts=parts,
         other_parts=raw_shown.other_parts(message),
         **state,
@@ -139,9 +144,9 @@ def show(message_pk: int) -> ResponseReturnValue:
 def html_body(message_pk: int) -> ResponseReturnValue:
     """The HTML body alone, for the sandboxed iframe on the message page."""
     message = _message(message_pk)
-    mailing_render.onto(message)  # mailings (issue 16): rendered on view
-    raw_shown.onto(message)  # submission (issue 17)
-    html = with_inline(without_remote(message.html_body or ""), _inline_images(message))
+    mailing_render.onto(message)  # mailings: rendered on view
+    raw_shown.onto(message)
+    html = with_inline(without_remote(shown_part(message.html_body)), _inline_images(message))
     response = Response(html, mimetype="text/html")
     response.headers["Content-Security-Policy"] = BODY_POLICY
     return response
@@ -151,7 +156,7 @@ def _inline_images(message: Message) -> dict[str, str]:
     """The message's inline images, as data: URLs by Content-ID, for its HTML body."""
     if not message.html_body or not message.attachment_count or message.raw_size is not None:
         return {}
-    if message.mailing_id:  # mailings (issue 16): the mailing's files, read once a process
+    if message.mailing_id:  # mailings: the mailing's files, read once a process
         files = mailing_render.attachments(message.mailing_id, message.attachment_count)
     else:
         files = queue.read_inline(message.id, INLINE_SHOWN_BYTES)
@@ -175,21 +180,19 @@ def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
 
     response = Response(stream_with_context(chunks()), mimetype="application/octet-stream")
     response.headers["Content-Length"] = str(attachment.size)
-    response.headers.set("Content-Disposition", "attachment", filename=attachment.filename)
-    return response
+    return as_download(response, attachment.filename)
 
 
 @bp.get("/<int:message_pk>/mail.eml")
 def raw_mail(message_pk: int) -> ResponseReturnValue:
-    """A mail handed over by SMTP as outbox stores and sends it (issue 17), as a download."""
+    """A mail handed over by SMTP as outbox stores and sends it, as a download."""
     message = _message(message_pk)
     if message.raw_size is None or message.bodies_dropped_at is not None:
         abort(404)
     stream = stream_with_context(raw_shown.chunks(message.id))
     response = Response(stream, mimetype="message/rfc822")
     response.headers["Content-Length"] = str(message.raw_size)
-    response.headers.set("Content-Disposition", "attachment", filename=f"outbox-{message.id}.eml")
-    return response
+    return as_download(response, f"outbox-{message.id}.eml")
 
 
 def _acted(message_pk: int) -> ResponseReturnValue:

@@ -25,6 +25,7 @@ from ..models import utcnow
 from ..suppression import manage
 from ..suppression.screen import Rejected
 from .confirm import confirm_page, confirmed
+from .downloads import as_download
 from .forms import ActionForm
 from .roles import requires
 
@@ -118,8 +119,7 @@ def remove() -> ResponseReturnValue:
 def export() -> Response:
     response = Response(stream_with_context(manage.export_rows()), mimetype="text/csv")
     name = f"suppressions-{utcnow():%Y%m%d-%H%M%S}.csv"
-    response.headers.set("Content-Disposition", "attachment", filename=name)
-    return response
+    return as_download(response, name)
 
 
 @bp.post("/import")

@@ -9,6 +9,7 @@ from .. import events
 from ..models import WebhookEndpoint
 from ..webhooks import endpoints, store
 from .confirm import confirm_page, confirmed
+from .links import local_path
 from .roles import can, requires
 
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
@@ -57,7 +58,7 @@ def enable(endpoint_id: int) -> ResponseReturnValue:
     _endpoint(endpoint_id)
     flash("Enabled: its waiting deliveries go out." if endpoints.enable(endpoint_id)
           else "It was enabled already.")  # fmt: skip
-    return redirect(request.form.get("next") or url_for("webhooks.index"))
+    return redirect(local_path(request.form.get("next"), url_for("webhooks.index")))
 
 
 @bp.post("/<int:endpoint_id>/disable")
@@ -66,7 +67,7 @@ def disable(endpoint_id: int) -> ResponseReturnValue:
     _endpoint(endpoint_id)
     flash("Disabled: no events are made for it until it is enabled again."
           if endpoints.disable(endpoint_id) else "It was disabled already.")  # fmt: skip
-    return redirect(request.form.get("next") or url_for("webhooks.index"))
+    return redirect(local_path(request.form.get("next"), url_for("webhooks.index")))
 
 
 @bp.post("/<int:endpoint_id>/delete")

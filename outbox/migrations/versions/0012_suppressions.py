@@ -1,4 +1,4 @@
-"""suppressions (issue 15): the suppression list
+"""suppressions: the suppression list
 
 Revision ID: 0012
 Revises: 0011

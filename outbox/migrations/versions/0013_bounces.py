@@ -1,4 +1,4 @@
-"""bounces (issue 15): the bounce mails, raw, and what reading them found
+"""bounces: the bounce mails, raw, and what reading them found
 
 Revision ID: 0013
 Revises: 0012

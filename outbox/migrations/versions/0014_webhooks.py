@@ -1,4 +1,4 @@
-"""webhooks (issue 15): the endpoints apps registered and the deliveries of events to them
+"""webhooks: the endpoints apps registered and the deliveries of events to them
 
 Revision ID: 0014
 Revises: 0013

@@ -1,4 +1,4 @@
-"""routes (issue 16): the route each attempt went through, and each route's health
+"""routes: the route each attempt went through, and each route's health
 
 Revision ID: 0015
 Revises: 0014

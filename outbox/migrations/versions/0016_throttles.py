@@ -1,4 +1,4 @@
-"""throttles (issue 16): a token bucket per route and per recipient domain, shared by every worker
+"""throttles: a token bucket per route and per recipient domain, shared by every worker
 
 Revision ID: 0016
 Revises: 0015

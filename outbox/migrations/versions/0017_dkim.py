@@ -1,4 +1,4 @@
-"""dkim (issue 16): the signing keys of each domain
+"""dkim: the signing keys of each domain
 
 Revision ID: 0017
 Revises: 0016

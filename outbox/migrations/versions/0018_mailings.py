@@ -1,4 +1,4 @@
-"""mailings (issue 16): one body for many recipients
+"""mailings: one body for many recipients
 
 Revision ID: 0018
 Revises: 0017

@@ -1,4 +1,4 @@
-"""submission (issue 17): mails stored raw, as a client handed them over by SMTP
+"""submission: mails stored raw, as a client handed them over by SMTP
 
 Revision ID: 0019
 Revises: 0018
