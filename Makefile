@@ -1,5 +1,5 @@
 # make run: outbox on the embedded defaults; make check: the quick tests (unit and http, on
-# SQLite alone, no server needed); make test: the whole test suite.
+# SQLite alone, no server needed); make test: the whole test suite; make docs: the site.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,11 +11,13 @@ SMTP_PORT ?= 8025
 TEST_PROCESSES ?= 2
 UV := $(BIN)/uv
 INSTALL := $(UV) pip install --quiet --python $(BIN)/python
-# Two stamps: what running needs (make run), and the test tools on top (make test).
+# Three stamps: what running needs (make run), the test tools on top (make test, which
+# builds the docs too), and the docs tools (make docs).
 RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: run check test soak lint clean
+.PHONY: run check test soak lint docs clean
 
 # uv installs what outbox needs in a third of pip's time (a first make run: 4 s against
 # 12), so pip only puts uv into a venv made without pip of its own. uv reads the index
@@ -33,7 +35,11 @@ $(RUN_STAMP): pyproject.toml setup.py | $(UV)
 # venv: the tests start outbox in many processes, and with PYTHONDONTWRITEBYTECODE set
 # each would compile what it imports again (2.5 s a start).
 $(DEV_STAMP): $(RUN_STAMP)
-	$(INSTALL) --compile-bytecode -e '.[dev]' pip
+	$(INSTALL) --compile-bytecode -e '.[dev,docs]' pip
+	touch $@
+
+$(DOCS_STAMP): $(RUN_STAMP)
+	$(INSTALL) -e '.[docs]'
 	touch $@
 
 run: $(RUN_STAMP)
@@ -53,6 +59,11 @@ lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy outbox
+
+# The docs site in build/site, its reference pages made from the code (docs/hooks/); strict:
+# a broken link or anchor fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d build/site
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -7,7 +7,7 @@ import os
 bind = ["127.0.0.1:8000"]
 
 # Threads hide the database's round trips: on two cores 2 processes x 4 threads took the
-# most requests a second (README "Speed"). One process per CPU this service may use.
+# most requests a second (docs: internals/speed.md). One process per CPU this service may use.
 worker_class = "gthread"
 workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 threads = 4

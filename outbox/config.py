@@ -28,7 +28,7 @@ DEFAULTS: dict[str, Any] = {
     # SMTP connections each worker process keeps busy at once (the default route's).
     "MAIL_MAX_CONNECTIONS": 1,  # connections
     # --- routes, throttling, DKIM, mailings ---
-    # A TOML or JSON file of SMTP routes, rules and per-domain limits (README "Routes");
+    # A TOML or JSON file of SMTP routes, rules and per-domain limits (docs: operating/routes.md);
     # a relative path is taken in the instance folder. None: one route from MAIL_*.
     "ROUTES": None,  # path
     # dkim: how often each process rereads the signing keys (`outbox dkim`).
@@ -112,6 +112,206 @@ DEFAULTS: dict[str, Any] = {
     "SMTPD_PREAUTH_TIMEOUT": 30.0,  # seconds a client may stay silent before it logs in
 }
 
+# What each setting does: the settings reference of the docs is made from these, the
+# defaults and the types (docs/hooks/reference.py).
+DESCRIPTIONS: dict[str, str] = {
+    "DATABASE_URL": "any SQLAlchemy URL; none: the SQLite file `instance/outbox.sqlite3`",
+    "SECRET_KEY": (
+        "signs sessions; give every web process the same one; none: a random key, kept in "
+        "`instance/secret_key`"
+    ),
+    "MAIL_SERVER": "SMTP host",
+    "MAIL_PORT": "SMTP port",
+    "MAIL_USE_TLS": (
+        "STARTTLS after connecting (port 587); a server that does not offer it gets nothing"
+    ),
+    "MAIL_USE_SSL": "TLS from the first byte (port 465); not together with `MAIL_USE_TLS`",
+    "MAIL_USERNAME": (
+        "SMTP AUTH user (CRAM-MD5, PLAIN or LOGIN; UTF-8 is fine), used when it and "
+        "`MAIL_PASSWORD` are set, and only over TLS"
+    ),
+    "MAIL_PASSWORD": (
+        "SMTP AUTH password (UTF-8 is fine), used when it and `MAIL_USERNAME` are set, "
+        "and only over TLS"
+    ),
+    "MAIL_TLS_VERIFY": (
+        "check the server's certificate and host name (`MAIL_SERVER`) against the "
+        "system's trust store; `false` is the only way to stop that, and every worker "
+        "start then logs a warning"
+    ),
+    "MAIL_TLS_CA_FILE": (
+        "PEM file of CAs trusted besides the system's (a private CA); read at start, an "
+        "unusable file stops it"
+    ),
+    "MAIL_ALLOW_PLAINTEXT_AUTH": (
+        "let the password go over a connection without TLS; every worker start then logs a warning"
+    ),
+    "MAIL_DEFAULT_SENDER": "From address of messages that name none; without it `from` is required",
+    "MAIL_MAX_CONNECTIONS": (
+        "SMTP connections each worker process keeps busy at once through the "
+        "`OUTBOX_MAIL_*` server (a thread each; see Several connections per process). A "
+        "relay a round trip of 50 ms away takes about 20 mails a second over one "
+        "connection"
+    ),
+    "ROUTES": (
+        "a TOML or JSON file of SMTP routes, rules and per-domain limits (a relative path "
+        "is taken in `instance/`; see Routes); without it, one route from the "
+        "`OUTBOX_MAIL_*` settings"
+    ),
+    "DKIM_REFRESH": (
+        "seconds between each process's rereads of the DKIM keys (`outbox dkim`): a key "
+        "added or removed is used or dropped within this time (see DKIM)"
+    ),
+    "DNS_RESOLVERS": (
+        "DNS servers `outbox dkim check` asks, `host[:port]` comma-separated, IPv6 as "
+        "`[addr]:port`; empty: the system's"
+    ),
+    "UNSUBSCRIBE_URL": (
+        "outbox's public base URL (`https://outbox.example.com`): mailing mails carry "
+        "`List-Unsubscribe` to its one-click page (see Mailings)"
+    ),
+    "SMTP_TIMEOUT": "seconds one SMTP socket operation may take before the attempt is deferred",
+    "POLL_INTERVAL": "seconds between worker ticks; each tick drains every due message",
+    "BATCH_SIZE": (
+        "messages a worker claims at a time; with several connections, each sending "
+        "thread claims its share (at least 20)"
+    ),
+    "RECORD_EVERY": (
+        "outcomes written per commit; a worker that dies sends at most this many messages "
+        "again, and no more than it sent in its last `RECORD_AFTER`"
+    ),
+    "RECORD_AFTER": (
+        "seconds an outcome may wait for the rest of its group (at most `LOCK_TIMEOUT / 8`)"
+    ),
+    "RETRY_DELAY": "seconds before the first retry",
+    "RETRY_BACKOFF": "factor applied per further attempt; `1` means a fixed delay",
+    "RETRY_MAX_DELAY": "seconds, the longest wait between attempts",
+    "MAX_ATTEMPTS": "attempts before a message fails for good",
+    "LOCK_TIMEOUT": (
+        "seconds after which a claim counts as abandoned by a dead worker; at least 4 x "
+        "`SMTP_TIMEOUT`"
+    ),
+    "MAX_MESSAGE_BYTES": (
+        "the largest request body, and the largest total of bodies and attachments"
+    ),
+    "COUNT_INTERVAL": (
+        "seconds between full counts of the messages per status, shown by the pages past "
+        "1,000; each worker offers to count this often (give or take a quarter) and the "
+        "first whose turn comes does"
+    ),
+    "TRUST_PROXY": (
+        "behind one reverse proxy: take the client address and scheme from its "
+        "`X-Forwarded-For` and `X-Forwarded-Proto`"
+    ),
+    "TOKEN_CACHE_SECONDS": (
+        "seconds an API process keeps a token it found live before asking the database "
+        "again; a token revoked from another process (`outbox revoke-token`) keeps "
+        "working up to that long in the web processes that used it lately. `0` asks on "
+        "every request"
+    ),
+    "SUPPRESSED": (
+        "a recipient on the suppression list: `mark` stores it as `suppressed`, never "
+        "sent to (the message fails if no one is left); `reject` refuses the message with "
+        "`422` naming the address (see Suppression list)"
+    ),
+    "READY_NEEDS_WORKER": (
+        "`/readyz` answers `503` unless a worker beat within two `POLL_INTERVAL`s"
+    ),
+    "METRICS_TOKEN": (
+        "the bearer token `/metrics` asks for; unset, `/metrics` answers `404`. "
+        "`PROMETHEUS_MULTIPROC_DIR` (no `OUTBOX_` prefix: prometheus-client's own) makes "
+        "it add up every process's counts (see Metrics and health)"
+    ),
+    "LOG_FORMAT": (
+        "how `outbox worker`, `send-queued` and `demo` log to stderr: `text` lines, or "
+        "`json`: one object a line with `time` (UTC), `level`, `logger`, `message`, "
+        "`exception` when there is one, and fields such as `worker_id`. Any other value "
+        "stops the process at start"
+    ),
+    "ALLOWED_SPECIAL_DOMAINS": (
+        "special-use domains whose addresses are taken like any other, comma-separated: "
+        "`local,internal` takes `ann@host.local`. Without it, addresses in `.local`, "
+        "`.test`, `.onion`, `.invalid`, `.arpa` and `localhost` subdomains are refused "
+        "(email-validator's special-use list), by the API and the compose page alike. In "
+        '`instance/config.py`, `ALLOWED_SPECIAL_DOMAINS = {"local"}`'
+    ),
+    "RETENTION_DAYS": (
+        "days after settling (sent, failed, cancelled) that a message goes with its "
+        "attempts and attachments; `0` keeps messages for good (see Retention)"
+    ),
+    "RETENTION_BODY_DAYS": (
+        "days after settling that a message's bodies and attachments are dropped (the row "
+        "stays, marked); at most `OUTBOX_RETENTION_DAYS`; `0` keeps them"
+    ),
+    "AUDIT_RETENTION_DAYS": (
+        "days the audit trail's events are kept before the purge removes them; `0` keeps "
+        "them for good"
+    ),
+    "BOUNCE_ADDRESS": (
+        "the address bounces come back to; set, every recipient's envelope sender is its "
+        "VERP form (see Bounces)"
+    ),
+    "BOUNCE_MAX_BYTES": "the largest bounce mail `outbox bounces --listen` takes (`552` past it)",
+    "BOUNCE_IMAP_URL": (
+        "`imaps://user:password@host[:port]/FOLDER`: a mailbox of bounces the workers poll"
+    ),
+    "BOUNCE_IMAP_CA_FILE": (
+        "PEM file of CAs trusted besides the system's for the IMAP server's certificate"
+    ),
+    "BOUNCE_IMAP_INTERVAL": "seconds between polls of that mailbox (by one worker at a time)",
+    "BOUNCE_IMAP_DONE": "the folder handled mails move to (made if missing); empty deletes them",
+    "BOUNCE_IMAP_ALLOW_PLAINTEXT": "take an `imap://` URL (no TLS); the workers then log a warning",
+    "BOUNCE_MAX_CONNECTIONS": (
+        "connections `outbox bounces --listen` holds at once, in all; past it `421 4.7.0`"
+    ),
+    "BOUNCE_MAX_CLIENT_CONNECTIONS": (
+        "connections `outbox bounces --listen` holds at once from one client (an IPv4 "
+        "address, an IPv6 /64); past it `421 4.7.0`"
+    ),
+    "BOUNCE_CLIENT_MAILS": (
+        "mails one client may send `outbox bounces --listen` a minute; past them "
+        "`421 4.7.0`, the mail not stored"
+    ),
+    "BOUNCE_CLIENT_BYTES": (
+        "bytes one client may send it a minute (at least `OUTBOX_BOUNCE_MAX_BYTES`); past "
+        "them `421 4.7.0`, the mail not stored"
+    ),
+    "WEBHOOK_TIMEOUT": (
+        "seconds one webhook request may take, connecting to the last byte read; a claim "
+        "on deliveries holds 3 times this plus 5"
+    ),
+    "WEBHOOK_INTERVAL": "seconds between a worker's runs of due webhook deliveries",
+    "WEBHOOK_ALLOW_PRIVATE": (
+        "let webhooks go to private, loopback, link-local and reserved addresses; every "
+        "worker start then logs a warning"
+    ),
+    "WEBHOOK_CA_FILE": "PEM file of CAs trusted for https webhooks besides the system's",
+    "SMTPD_TLS_CERT": (
+        "the PEM certificate (chain) `outbox smtpd` offers with STARTTLS; read at start: "
+        "one without `SMTPD_TLS_KEY`, or a file it cannot load, stops it with the reason"
+    ),
+    "SMTPD_TLS_KEY": (
+        "the PEM private key of `SMTPD_TLS_CERT`; read at start: one without the other, "
+        "or a file it cannot load, stops it with the reason"
+    ),
+    "SMTPD_ALLOW_PLAINTEXT_AUTH": (
+        "let `outbox smtpd` take AUTH without TLS (for a loopback address); it logs a "
+        "warning at start. Without it and without a certificate it does not start"
+    ),
+    "SMTPD_MAX_CONNECTIONS": (
+        "connections `outbox smtpd` holds at once; past it a new client gets `421 4.7.0`. "
+        "It raises its soft open-file limit to this plus 100, and does not start if the "
+        "hard limit is lower"
+    ),
+    "SMTPD_MAX_CLIENT_CONNECTIONS": (
+        "connections at once from one client (an IPv4 address, an IPv6 /64); past it `421 4.7.0`"
+    ),
+    "SMTPD_PREAUTH_TIMEOUT": (
+        "seconds a client may stay silent before it has logged in (`421 4.4.2`); after "
+        "AUTH, `--timeout`"
+    ),
+}
+
 _BOOLS = {"MAIL_USE_TLS", "MAIL_USE_SSL", "TRUST_PROXY", "MAIL_TLS_VERIFY"}
 _BOOLS |= {"MAIL_ALLOW_PLAINTEXT_AUTH", "READY_NEEDS_WORKER", "BOUNCE_IMAP_ALLOW_PLAINTEXT"}
 _BOOLS |= {"SMTPD_ALLOW_PLAINTEXT_AUTH"}
@@ -128,6 +328,17 @@ _FLOATS |= {"DKIM_REFRESH"}
 _INTS |= {"SMTPD_MAX_CONNECTIONS", "SMTPD_MAX_CLIENT_CONNECTIONS", "BOUNCE_MAX_CONNECTIONS"}
 _INTS |= {"BOUNCE_MAX_CLIENT_CONNECTIONS", "BOUNCE_CLIENT_MAILS", "BOUNCE_CLIENT_BYTES"}
 _FLOATS |= {"SMTPD_PREAUTH_TIMEOUT"}
+
+
+def type_name(name: str) -> str:
+    """The type a setting's value is read as, in a reader's words."""
+    if name == "ALLOWED_SPECIAL_DOMAINS":
+        return "domain names"
+    if name in _BOOLS:
+        return "true or false"
+    if name in _INTS:
+        return "integer"
+    return "number" if name in _FLOATS else "text"
 
 
 def domain_names(raw: str) -> frozenset[str]:

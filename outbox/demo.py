@@ -108,7 +108,13 @@ def _interrupt(signum: int, frame: object) -> None:
 @click.option("--port", default=5000, show_default=True, help="Web port on 127.0.0.1.")
 @click.option("--smtp-port", default=8025, show_default=True, help="Port of the demo SMTP server.")
 def command(port: int, smtp_port: int) -> None:
-    """Run everything on this machine: web app, worker and a catch-all SMTP server."""
+    """Run everything on this machine: web app, worker and a catch-all SMTP server.
+
+    The `make run` demo (make run PORT=5001 SMTP_PORT=8026). A port already taken stops
+    it before anything is printed, naming the port and a free one to use instead. Each
+    start prints a new password for staff@demo.example and lifts any lockout of
+    127.0.0.1; SIGINT (Ctrl-C) or SIGTERM stops it.
+    """
     run(port, smtp_port)
 
 

@@ -4,7 +4,7 @@ Several processes (gunicorn's workers, `outbox worker --processes N`) each count
 own. With PROMETHEUS_MULTIPROC_DIR set in their environment before they start, every
 process writes its counts to files there and /metrics adds up all of them; without it
 each process has its own registry and /metrics shows that process's counts only. The
-directory must be emptied whenever the processes all start afresh (see the README).
+directory must be emptied whenever the processes all start afresh (docs: operating/metrics.md).
 """
 
 import bisect
@@ -123,7 +123,7 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
 
     In multiprocess mode every write is one to a memory-mapped file (~1 µs): a group of
     100 sends observed one by one cost 2 µs a message. Histogram's own fields are used;
-    tests/test_metrics.py holds the result to observe()'s, and a prometheus-client
+    tests/e2e/test_metrics.py holds the result to observe()'s, and a prometheus-client
     without them gets observe() one by one.
     """
     if not values:

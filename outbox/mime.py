@@ -7,8 +7,8 @@ time on a small message (bench/README). prepare() does what any server needs;
 Mail.for_server() what depends on the server's 8BITMIME and SMTPUTF8.
 
 Bodies decode to the text as submitted with each line break (CR, LF or CRLF) read back as
-one, since MIME text carries CRLF (encoding.lines); tests/test_mime.py and
-tests/test_wire_roundtrip.py parse what this writes with the email package.
+one, since MIME text carries CRLF (encoding.lines); tests/unit/test_mime.py and
+tests/e2e/test_wire_roundtrip.py parse what this writes with the email package.
 """
 
 import contextlib

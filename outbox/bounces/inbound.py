@@ -111,7 +111,11 @@ def listening(app: Flask, host: str, port: int) -> Controller:
 @click.option("--listen", metavar="HOST:PORT", required=True,
               help="Where to take bounce mails over SMTP: 127.0.0.1:2525.")  # fmt: skip
 def bounces_command(listen: str) -> None:
-    """Take bounce mails over SMTP for OUTBOX_BOUNCE_ADDRESS and its VERP forms until stopped."""
+    """Take bounce mails over SMTP for OUTBOX_BOUNCE_ADDRESS and its VERP forms until stopped.
+
+    Runs until SIGTERM or SIGINT; first reads any mail stored but left unread by a
+    stopped one.
+    """
     host, port = split_listen(listen)
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     if not app.config.get("BOUNCE_ADDRESS"):

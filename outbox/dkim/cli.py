@@ -64,7 +64,8 @@ def remove_command(domain: str, selector: str) -> None:
 @click.argument("domains", nargs=-1)
 def check_command(domains: tuple[str, ...]) -> None:
     """Ask DNS for each key's TXT record (of DOMAINS, or every key) and say whether it is
-    the key's; exit status 1 if any is not. OUTBOX_DNS_RESOLVERS names the DNS servers."""
+    the key's; exit status 1 if any is missing or not the key's. OUTBOX_DNS_RESOLVERS names
+    the DNS servers."""
     try:
         wanted = {keys.signing_domain(domain) for domain in domains}
         asking = published.resolver(current_app.config["DNS_RESOLVERS"])

@@ -2,7 +2,7 @@
 
 dkimpy does the message side: which headers are signed and how (select_headers,
 hash_headers), relaxed canonicalization, the tag layout and folding of its own sign(); the
-signature header is byte for byte what dkim.DKIM.sign() writes (tests/test_dkim_signing.py
+signature header is byte for byte what dkim.DKIM.sign() writes (tests/unit/test_dkim_signing.py
 holds it to that). Two things differ. The private-key operation is OpenSSL's (the
 cryptography package): dkimpy's RSA is pure Python, and its sign() took 6.9 ms a mail
 where outbox's RSA-2048 signing adds 0.45 ms (bench/dkim.py). And the body is hashed as

@@ -7,7 +7,7 @@ CPU (bench/README's enqueue section). Errors come out as SQLAlchemy raises them
 (OperationalError, IntegrityError, ...), connecting included (Engine.raw_connection
 raises the driver's own), and a connection the server dropped is invalidated, as
 Connection.execute does. SQLAlchemy's cursor events do not see it.
-tests/test_direct.py holds the rows it writes to those of a Core INSERT.
+tests/db/test_direct.py holds the rows it writes to those of a Core INSERT.
 """
 
 import functools

@@ -33,7 +33,9 @@ def smtpd_command(listen: str, listen_tls: str | None, timeout: float) -> None:
 
     The user name is the API token's name, the password the token; the token needs the
     send scope. AUTH is offered only after STARTTLS (OUTBOX_SMTPD_TLS_CERT and
-    OUTBOX_SMTPD_TLS_KEY) unless OUTBOX_SMTPD_ALLOW_PLAINTEXT_AUTH=true.
+    OUTBOX_SMTPD_TLS_KEY) unless OUTBOX_SMTPD_ALLOW_PLAINTEXT_AUTH=true. Mail is queued
+    as it came. SIGTERM or SIGINT stops it, letting the mails under way get their answer
+    first.
     """
     app = current_app._get_current_object()  # type: ignore[attr-defined]
     logs.setup(app.config["LOG_FORMAT"])

@@ -19,7 +19,10 @@ from . import manage
     help="Days until the entry stops suppressing; without it, for good.",
 )
 def suppress_command(address: str, reason: str, days: int | None) -> None:
-    """Put ADDRESS on the suppression list: no message is sent to it while it is there."""
+    """Put ADDRESS on the suppression list: no message is sent to it while it is there.
+
+    Says so if it was there already.
+    """
     try:
         entry, new = manage.add(address, reason, manage.expiry(days=days))
     except manage.Invalid as exc:
@@ -34,7 +37,10 @@ def suppress_command(address: str, reason: str, days: int | None) -> None:
 @click.command("unsuppress")
 @click.argument("address")
 def unsuppress_command(address: str) -> None:
-    """Take ADDRESS off the suppression list: the next message to it is sent."""
+    """Take ADDRESS off the suppression list: the next message to it is sent.
+
+    Exits 1 if it was not on the list.
+    """
     try:
         found = manage.remove(address)
     except manage.Invalid as exc:

@@ -20,7 +20,11 @@ def webhook_group() -> None:
               help=f"An event kind it takes ({', '.join(events.KINDS)}); repeat, or separate "
               "with commas. Default: all.")  # fmt: skip
 def add_command(url: str, chosen: tuple[str, ...]) -> None:
-    """Register URL as an endpoint; print its signing secret as the last line (shown once)."""
+    """Register URL as an endpoint; print its signing secret as the last line (shown once).
+
+    It takes every event kind by default, stored as the list of kinds there are now.
+    A URL whose host is private is refused unless OUTBOX_WEBHOOK_ALLOW_PRIVATE=true.
+    """
     try:
         endpoint, secret = endpoints.add(url, " ".join(chosen))
     except endpoints.Invalid as exc:
@@ -32,7 +36,7 @@ def add_command(url: str, chosen: tuple[str, ...]) -> None:
 
 @webhook_group.command("list")
 def list_command() -> None:
-    """List the endpoints: id, state, URL and the event kinds each takes."""
+    """List the endpoints: id, state (disabled: with why), URL and kinds; never the secrets."""
     found = endpoints.listed()
     if not found:
         click.echo("no webhook endpoints")
@@ -52,6 +56,9 @@ def remove_command(endpoint_id: int) -> None:
 
 @webhook_group.command("deliver")
 def deliver_command() -> None:
-    """Send every due delivery now, once, as a worker does every OUTBOX_WEBHOOK_INTERVAL."""
+    """Send every due delivery now, once, as a worker does every OUTBOX_WEBHOOK_INTERVAL.
+
+    Prints what came of each.
+    """
     deliver.warn_unsafe(current_app.config)
     click.echo(str(deliver.run_due(f"cli:{utcnow().isoformat()}")))

@@ -78,3 +78,15 @@ def test_a_lock_timeout_shorter_than_a_slow_send_is_refused(tmp_path, monkeypatc
     monkeypatch.setenv("OUTBOX_INSTANCE_PATH", str(tmp_path))
     with pytest.raises(ValueError, match="LOCK_TIMEOUT"):
         create_app({"SMTP_TIMEOUT": 30, "LOCK_TIMEOUT": 60})
+
+
+KINDS = {bool: "true or false", int: "integer", float: "number", str: "text"}
+
+
+def test_every_setting_has_a_description_and_its_type():
+    """The settings reference is made from these: none may be missing, stray or mistyped."""
+    assert list(config.DESCRIPTIONS) == list(config.DEFAULTS)
+    assert all(text.strip() for text in config.DESCRIPTIONS.values())
+    for name, default in config.DEFAULTS.items():
+        if default is not None and name != "ALLOWED_SPECIAL_DOMAINS":
+            assert config.type_name(name) == KINDS[type(default)], name

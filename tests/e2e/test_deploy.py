@@ -21,7 +21,7 @@ from tests.support.smtpd import free_port
 ROOT = Path(__file__).resolve().parents[2]
 UNITS = ["outbox-web.service", "outbox-worker.service", "outbox-web-granian.service",
          "outbox-smtpd.service"]  # fmt: skip
-VENV = "/opt/outbox/venv"  # where the units and the README install outbox
+VENV = "/opt/outbox/venv"  # where the units and the docs install outbox
 BIN = Path(sys.executable).parent  # this venv's gunicorn and outbox
 # Read by outbox.app.instance_folder, not a setting of config.DEFAULTS.
 OUTSIDE_DEFAULTS = {"INSTANCE_PATH"}
@@ -153,7 +153,7 @@ def test_env_template_keeps_safe_defaults_and_no_secrets() -> None:
 
 
 def test_env_template_reads_the_same_in_sh() -> None:
-    """The README runs `outbox db upgrade` with `set -a; . /etc/outbox/outbox.env`."""
+    """The docs run `outbox db upgrade` with `set -a; . /etc/outbox/outbox.env`."""
     done = subprocess.run(["/bin/sh", "-c", 'set -a && . "$0" && env', DEPLOY / "outbox.env"],
                           capture_output=True, text=True, env={}, check=True)  # fmt: skip
     seen = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)

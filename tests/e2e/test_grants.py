@@ -1,4 +1,4 @@
-"""The README's database and user, made as it says on the real servers, are enough for outbox.
+"""The docs' database and user, made as they say on the real servers, are enough for outbox.
 
 The SQL blocks of "Running it for real" are run as written, with a name and password of
 this test's own in place of `outbox` and `secret`; then outbox, connected as that user,
@@ -21,14 +21,14 @@ from tests.support.app import base_config, draft
 from tests.support.databases import server_database
 from tests.support.smtpd import SmtpServer
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "getting-started.md"
 SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),
            pytest.param("postgres", marks=pytest.mark.postgres)]  # fmt: skip
 
 
 def documented_sql(kind: str) -> list[str]:
-    """The statements of the README's SQL block for this server, in order."""
-    section = README.read_text().split("## Running it for real", 1)[1].split("\n## ", 1)[0]
+    """The statements of the docs' SQL block for this server, in order."""
+    section = PAGE.read_text().split("## Running it for real", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"```sql\n(.*?)```", section, re.DOTALL)
     marker = "GRANT " if kind == "mariadb" else "CREATE ROLE "
     (block,) = [b for b in blocks if marker in b]

@@ -1,4 +1,4 @@
-"""The API under the HTTP servers README names for production, gunicorn and granian, on MariaDB.
+"""The API under the HTTP servers the docs name for production, gunicorn and granian, on MariaDB.
 
 Each runs as deploy/ sets it up (two processes, four threads each): clients post over
 keep-alive connections a mix of good, bad, chunked, repeated and abandoned requests,

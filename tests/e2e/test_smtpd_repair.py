@@ -3,7 +3,7 @@ repaired (outbox.submission.repair) and sent on by a worker with every line with
 octets, decoding to exactly what the client sent, and DKIM-signed over the repaired bytes.
 
 msmtp as PHP's mail() runs it (`msmtp -t`), curl uploading a file with LF line ends
-(no --crlf), swaks with a long Subject and body line, and Flask-Mail with the README's
+(no --crlf), swaks with a long Subject and body line, and Flask-Mail with the docs'
 settings and an HTML body on one line; and swaks refused, naming the header it cannot fold.
 """
 

@@ -1,4 +1,4 @@
-"""The README's webhook receiver, served as it is written, taking outbox's deliveries."""
+"""The docs' webhook receiver, served as it is written, taking outbox's deliveries."""
 
 import re
 import threading
@@ -19,12 +19,12 @@ from outbox.models import WebhookDelivery, utcnow
 from outbox.webhooks import endpoints, run_due
 from outbox.worker import Worker
 
-README = Path(__file__).parents[2] / "README.md"
+PAGE = Path(__file__).parents[2] / "docs" / "capabilities" / "webhooks.md"
 
 
 def recipe() -> str:
-    """The Flask receiver's code block in the README's Webhooks section."""
-    text = README.read_text()
+    """The Flask receiver's code block in the docs' Webhooks page."""
+    text = PAGE.read_text()
     after = text[text.index("A receiver, in a few lines of Flask") :]
     found = re.search(r"```python\n(.*?)```", after, re.DOTALL)
     assert found, "no python block after the receiver's sentence"
@@ -47,11 +47,11 @@ class Served:
         return self.module["app"](environ, start_response)
 
     def load(self, secret: str) -> None:
-        """Run the README's block with the secret outbox printed in its place."""
+        """Run the docs' block with the secret outbox printed in its place."""
         code = recipe()
-        assert code.count('"whsec_..."') == 1  # where the README says to put the secret
+        assert code.count('"whsec_..."') == 1  # where the docs say to put the secret
         self.module.update(__name__="receiver")
-        exec(compile(code.replace("whsec_...", secret), "README receiver", "exec"), self.module)
+        exec(compile(code.replace("whsec_...", secret), "docs receiver", "exec"), self.module)
         own = self.module["handle"]
 
         def handle(event: dict[str, Any]) -> None:
@@ -80,7 +80,7 @@ def served(smtp_app: Flask) -> Iterator[Served]:
     found.stop()
 
 
-def test_the_readme_receiver_takes_the_test_event_and_a_failed_handling_is_retried(
+def test_the_docs_receiver_takes_the_test_event_and_a_failed_handling_is_retried(
     smtp_app, smtp, make_message, served, capsys
 ):
     endpoint, secret = endpoints.add(served.url)

@@ -2,7 +2,7 @@
 
 A wheel once left out templates/, static/ and the migrations' alembic.ini: `outbox db
 upgrade` failed, the sign-in page answered 500, the stylesheet 404 and the instance
-folder was made in site-packages. Here the wheel is installed as the README's "Running
+folder was made in site-packages. Here the wheel is installed as the docs' "Running
 it for real" says, with its dependencies and nothing of the checkout, and used from an
 empty working directory: the schema, the pages with their stylesheet and htmx, the API,
 and mail sent over SMTP to a real server on loopback by `outbox send-queued` and by

@@ -1,5 +1,5 @@
 """A real webhook receiver for the tests: an HTTP server in a thread that verifies each
-request with the standardwebhooks library, as the README's receiver does, and dedupes
+request with the standardwebhooks library, as the docs' receiver does, and dedupes
 on webhook-id. It can be told to answer errors, redirect, hang, or be down."""
 
 import json
