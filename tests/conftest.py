@@ -7,6 +7,7 @@ pytest_plugins = [
     "tests.support.dovecot",
     "tests.support.client_served",
     "tests.support.tlscerts",
+    "tests.support.smtpd_process",
     "tests.support.bouncemail",
     "tests.support.browser",
     "tests.support.soak",

@@ -20,7 +20,6 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, select
 
-from outbox import tokens
 from outbox.extensions import db
 from outbox.models import BounceMail, Message
 from tests.support import processes
@@ -30,16 +29,6 @@ from tests.support.smtpd_process import Certs, connect, running
 FLOOD = 1100  # idle connections: more than systemd's default of 1,024 open files
 SYSTEMD_OPEN_FILES = 1024
 BOUNCES = "bounces@example.com"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return Certs.make(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture
-def token(app: Flask) -> str:
-    return tokens.create("shop", scopes=("send",))
 
 
 @pytest.fixture(autouse=True)

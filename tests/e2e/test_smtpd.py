@@ -27,11 +27,6 @@ from tests.support.smtpd_process import Certs, running
 MAIL = b"From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n\r\nHello\r\n"
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return Certs.make(tmp_path_factory.mktemp("certs"))
-
-
 @pytest.fixture
 def port(app: Flask, certs: Certs) -> Iterator[int]:
     """The server on a free port, in this process, on the app's database, with STARTTLS."""

@@ -9,10 +9,9 @@ may add (tests/support/smtpd_process.py). The envelope comes from RCPT TO, so Bc
 
 import base64
 import smtplib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from email.message import EmailMessage
 from email.policy import SMTP, SMTPUTF8
-from pathlib import Path
 from typing import Any
 
 import flask_mail
@@ -20,30 +19,13 @@ import pytest
 from flask import Flask
 from sqlalchemy import select
 
-from outbox import tokens
 from outbox.extensions import db
 from outbox.models import Message
 from outbox.worker import Worker
 from tests.support.smtpd import Received, SmtpServer
-from tests.support.smtpd_process import Certs, assert_intact, connect, run_python, running
+from tests.support.smtpd_process import assert_intact, connect, run_python, running
 
 pytestmark = pytest.mark.all_databases
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return Certs.make(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture
-def token(app: Flask) -> str:
-    return tokens.create("shop", scopes=("send",))
-
-
-@pytest.fixture
-def port(app: Flask, database_url: str, tmp_path: Path, certs: Certs) -> Iterator[int]:
-    with running(database_url, tmp_path, certs) as smtpd:
-        yield smtpd.port
 
 
 def delivered(smtp: SmtpServer, message_id: str) -> list[Received]:

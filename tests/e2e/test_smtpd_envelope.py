@@ -9,14 +9,10 @@ each on to a real server, which records the envelope and the bytes.
 
 import smtplib
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from flask import Flask
 from sqlalchemy import select
 
-from outbox import tokens
 from outbox.bounces import store as bounces
 from outbox.extensions import db
 from outbox.models import BounceMail, Message, Suppression
@@ -25,7 +21,7 @@ from outbox.worker import Tally, Worker
 from tests.support import bouncemail
 from tests.support.postfix import POSTFIX, Postfix, Smarthost, require
 from tests.support.smtpd import SmtpServer
-from tests.support.smtpd_process import Certs, assert_intact, connect, running
+from tests.support.smtpd_process import assert_intact, connect
 
 pytestmark = pytest.mark.all_databases
 
@@ -40,22 +36,6 @@ MAIL = (
     b"\r\n"
     b"It is on its way.\r\n"
 )
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return Certs.make(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture
-def token(app: Flask) -> str:
-    return tokens.create("shop", scopes=("send",))
-
-
-@pytest.fixture
-def port(app: Flask, database_url: str, tmp_path: Path, certs: Certs) -> Iterator[int]:
-    with running(database_url, tmp_path, certs) as smtpd:
-        yield smtpd.port
 
 
 def parts(message_id: str = MESSAGE_ID) -> list[Message]:

@@ -90,11 +90,6 @@ class Relay:
             pass
 
 
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return Certs.make(tmp_path_factory.mktemp("certs"))
-
-
 @pytest.fixture
 def relay(database_url: str) -> Iterator[Relay]:
     found = Relay(sa.engine.make_url(database_url).port or 0)

@@ -8,37 +8,24 @@ settings and an HTML body on one line; and swaks refused, naming the header it c
 """
 
 import subprocess
-from collections.abc import Iterator
 from email import message_from_bytes
 from email.message import Message
 from email.policy import compat32
-from pathlib import Path
 
 import flask_mail
 import pytest
 from flask import Flask
 from flask.testing import FlaskCliRunner
 
-from outbox import tokens
 from outbox.worker import Tally, Worker
 from tests.support.dkimkeys import published, verifies
 from tests.support.mailcheck import long_lines
 from tests.support.smtpd import SmtpServer
-from tests.support.smtpd_process import Certs, running
+from tests.support.smtpd_process import Certs
 
 HTML = ("<html><body><table><tr><td>Grüße</td>" + "<td>item</td>" * 420
         + "</tr></table></body></html>").encode()  # fmt: skip  # 5,101 octets, one line
 WORDS = " ".join(f"word{n}" for n in range(250))  # 1,739 characters: a Subject to fold
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
-    return Certs.make(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture
-def token(app: Flask) -> str:
-    return tokens.create("shop", scopes=("send",))
 
 
 @pytest.fixture
@@ -47,12 +34,6 @@ def records(runner: FlaskCliRunner) -> dict[bytes, bytes]:
     made = runner.invoke(args=["dkim", "add", "example.com", "--selector", "s1"])
     assert made.exit_code == 0, made.output
     return published(made.output)
-
-
-@pytest.fixture
-def port(app: Flask, database_url: str, tmp_path: Path, certs: Certs) -> Iterator[int]:
-    with running(database_url, tmp_path, certs) as smtpd:
-        yield smtpd.port
 
 
 def sent_on(smtp: SmtpServer, records: dict[bytes, bytes]) -> Message:

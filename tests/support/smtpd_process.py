@@ -13,7 +13,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import trustme
+from flask import Flask
+
+from outbox import tokens
 
 from . import processes
 from .smtpd import free_port
@@ -167,3 +171,22 @@ def run_python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess[st
     """Python code in a process of its own (a Django settings module is once a process)."""
     return subprocess.run([sys.executable, "-c", code], env={**os.environ, **env},
                           capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
+    """A CA and a server certificate for outbox smtpd's STARTTLS, made once a run."""
+    return Certs.make(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture
+def token(app: Flask) -> str:
+    """An API token that may send, the password an SMTP client logs in with."""
+    return tokens.create("shop", scopes=("send",))
+
+
+@pytest.fixture
+def port(app: Flask, database_url: str, tmp_path: Path, certs: Certs) -> Iterator[int]:
+    """outbox smtpd as a process on the test's database, with STARTTLS; its port."""
+    with running(database_url, tmp_path, certs) as smtpd:
+        yield smtpd.port
