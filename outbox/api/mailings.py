@@ -8,7 +8,7 @@ from flask import Response, current_app, g, jsonify, request, url_for
 from .. import audit, metrics
 from ..extensions import db
 from ..mailings import control, intake
-from ..models import Mailing
+from ..models import ID_RANGE, Mailing
 from ..wire import IDEMPOTENCY_KEY, iso
 from .blueprint import Refused, answer_error, bp
 from .bodies import JSON, check_content_type
@@ -44,8 +44,8 @@ def mailing_json(mailing: Mailing, counts: dict[str, int] | None = None) -> dict
 
 
 def _id(mailing_id: int) -> int:
-    """The id, or a 404 past 64 bits: PostgreSQL and SQLite answer those with an error."""
-    if mailing_id >= 2**63:
+    """The id, or a 404 where no id can be (ID_RANGE)."""
+    if mailing_id not in ID_RANGE:
         raise Refused(404, f"no mailing {mailing_id}")
     return mailing_id
 

@@ -21,7 +21,7 @@ from .routes import ROUTE_CHARS, RouteHealth
 from .staff import ApiToken, AuditEvent, SignInFailure, User
 from .suppression import Suppression
 from .throttle import Throttle
-from .types import CHUNK_BYTES, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
+from .types import CHUNK_BYTES, ID_RANGE, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
 from .webhooks import WebhookDelivery, WebhookEndpoint
 
 
@@ -228,4 +228,5 @@ __all__ = [
     "WebhookEndpoint",
     "WorkerBeat",
     "utcnow",
+    "ID_RANGE",
 ]

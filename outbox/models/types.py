@@ -7,6 +7,9 @@ from sqlalchemy.dialects import mysql
 
 # SQLite only numbers rows by itself for a plain INTEGER primary key.
 Id = BigInteger().with_variant(Integer(), "sqlite")
+# The ids an Id column can hold: past 2**63 - 1, PostgreSQL and SQLite raise an error on a
+# look-up where MariaDB finds nothing, so an id from outside is checked against this first.
+ID_RANGE = range(1, 2**63)
 # MySQL and MariaDB keep whole seconds unless told otherwise; the queue orders by
 # these columns, so keep microseconds everywhere. All timestamps are naive UTC.
 Timestamp = DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")

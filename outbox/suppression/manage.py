@@ -18,7 +18,7 @@ from .. import audit, suppression
 from ..addresses import LINE_BREAK, parse
 from ..checks import UNSTORABLE_ERROR, unstorable
 from ..extensions import db
-from ..models import Suppression, utcnow
+from ..models import ID_RANGE, Suppression, utcnow
 from ..schema import utc_moment
 from ..wire import iso
 
@@ -136,7 +136,7 @@ class Page:
 
 def page(search: str = "", before: int | None = None, limit: int = PAGE) -> Page:
     """Entries newest first, whose address holds search (any case), older than before."""
-    if unstorable(search) or (before is not None and not 0 < before < 2**63):
+    if unstorable(search) or (before is not None and before not in ID_RANGE):
         return Page([], None)  # nothing holds it (PostgreSQL would refuse to compare)
     stmt = select(Suppression).order_by(Suppression.id.desc()).limit(limit + 1)
     if search.strip():

@@ -7,7 +7,7 @@ from sqlalchemy import select
 
 from .. import accounts, audit, tokens
 from ..extensions import db
-from ..models import ApiToken, User
+from ..models import ID_RANGE, ApiToken, User
 from ..roles import ACTIONS, ROLES, SCOPES
 from .roles import requires
 
@@ -83,9 +83,6 @@ def token_revoke() -> ResponseReturnValue:
     name = request.form.get("name", "")
     flash(f"Revoked {name}." if tokens.revoke(name) else f"No live token named {name}.")
     return redirect(url_for("admin.token_list"))
-
-
-ID_RANGE = range(1, 2**63)  # ids are 64-bit: past that, PostgreSQL and SQLite raise errors
 
 
 @bp.get("/audit")

@@ -6,12 +6,11 @@ from flask_login import login_required
 
 from ..bounces import inbox
 from ..extensions import db
-from ..models import BounceMail
+from ..models import ID_RANGE, BounceMail
 
 bp = Blueprint("bounces", __name__, url_prefix="/bounces")
 bp.before_request(login_required(lambda: None))
 
-ID_RANGE = range(1, 2**63)
 # The raw mail is shown as text and nothing else: no scripts, no loads, no HTML.
 RAW_POLICY = "sandbox; default-src 'none'"
 

@@ -9,11 +9,11 @@ from sqlalchemy import func, select
 
 from .. import audit, queue
 from ..extensions import db
-from ..models import Message
+from ..models import ID_RANGE, Message
 from ..status import Status, sources
 from .confirm import confirm_page, confirmed
 from .forms import ActionForm
-from .messages import ID_RANGE, fragment, listing, wants_fragment
+from .messages import fragment, listing, wants_fragment
 from .roles import requires
 
 bp = Blueprint("bulk", __name__, url_prefix="/messages")

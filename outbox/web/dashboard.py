@@ -19,7 +19,7 @@ from flask_login import current_user, login_required
 
 from .. import audit, heartbeats, pause, queue, reports, throttle
 from ..extensions import db
-from ..models import Message, WorkerBeat, utcnow
+from ..models import ID_RANGE, Message, WorkerBeat, utcnow
 from . import confirm
 from .forms import ActionForm, ResendAllForm
 from .roles import requires
@@ -110,7 +110,7 @@ def resend(message_pk: int) -> ResponseReturnValue:
     """Resend one failed message; htmx gets its row and, out of band, the tiles it changed."""
     if not ActionForm().validate_on_submit():
         abort(400)
-    message = db.session.get(Message, message_pk) if message_pk in range(1, 2**63) else None
+    message = db.session.get(Message, message_pk) if message_pk in ID_RANGE else None
     if message is None:
         abort(404)
     try:

@@ -11,7 +11,7 @@ from .. import audit
 from ..extensions import db
 from ..mailings import control
 from ..mailings.intake import OPEN, Refusal
-from ..models import Mailing, Message
+from ..models import ID_RANGE, Mailing, Message
 from .confirm import confirm_page, confirmed
 from .forms import ActionForm
 from .roles import requires
@@ -21,7 +21,6 @@ bp.before_request(login_required(lambda: None))
 
 PAGE = 50  # mailings a page
 RECIPIENTS_SHOWN = 50  # on a mailing's page, the first ones
-ID_RANGE = range(1, 2**63)
 IN_FLIGHT = ("queued", "sending", "deferred")
 CANCEL_DETAIL = "Its waiting recipients are cancelled; mails being sent now finish."
 

@@ -23,7 +23,7 @@ from ..bounces import inbox
 from ..deliveries import partly_delivered
 from ..extensions import db
 from ..mailings import render as mailing_render
-from ..models import Attachment, AttachmentChunk, Attempt, Message, utcnow
+from ..models import ID_RANGE, Attachment, AttachmentChunk, Attempt, Message, utcnow
 from ..status import Status
 from ..submission import shown as raw_shown
 from ..wire import recipient_json
@@ -49,7 +49,6 @@ bp.before_request(login_required(lambda: None))
 TABS = ["all", *(status.value for status in Status)]
 # Longer than any subject; SQLite refuses LIKE patterns over 50,000 bytes.
 SEARCH_CHARS = 998
-ID_RANGE = range(1, 2**63)  # ids are 64-bit: past that, PostgreSQL and SQLite raise errors
 # What the HTML body of a message may do inside its iframe: show itself, nothing more.
 BODY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 COPIES_SHOWN = 20  # "sent again as #40, #41, ...": the first this many copies
