@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from outbox.submission import Refused
-from outbox.submission.repair import repaired
+from outbox.capabilities.submission import Refused
+from outbox.capabilities.submission.repair import repaired
 from tests.support.mailcheck import long_lines
 
 HEAD = b"From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n"
