@@ -179,8 +179,9 @@ def test_settings_refuse_bodies_outliving_their_messages(app):
 RACER = """
 import sys, time
 from sqlalchemy import text
-from outbox import create_app, retention
-from outbox.extensions import db
+from outbox import create_app
+from outbox.capabilities import retention
+from outbox.models.db import db
 url, start = sys.argv[1], float(sys.argv[2])
 app = create_app({"DATABASE_URL": url, "SECRET_KEY": "test"})
 with app.app_context():
