@@ -1,4 +1,4 @@
-"""A submitted mail's long lines and bare LFs repaired (outbox.capabilities.submission.repair); no database.
+"""A submitted mail's long lines and bare LFs repaired (submission.repair); no database.
 
 Every repaired mail must hold no line over 998 octets and decode, part for part, to what
 was sent; what needed no repair keeps its bytes.
