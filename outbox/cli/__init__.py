@@ -8,9 +8,8 @@ from flask import Flask, current_app
 from outbox import worker
 from outbox.auth import accounts, audit, tokens
 from outbox.capabilities import retention
-from outbox.capabilities.bounces import inbound
 from outbox.capabilities.routes import warn_unsafe as warn_unsafe_routes
-from outbox.cli import checkup, smtpd
+from outbox.cli import bounces, checkup, smtpd
 from outbox.cli import dkim as dkim_cli
 from outbox.cli import suppression as suppression_cli
 from outbox.cli import webhooks as webhooks_cli
@@ -246,7 +245,7 @@ def register(app: Flask) -> None:
         checkup.command,  # metrics: `outbox check`
         retention.purge_command,
         *suppression_cli.COMMANDS,
-        inbound.bounces_command,  # bounces: `outbox bounces --listen`
+        bounces.bounces_command,  # bounces: `outbox bounces --listen`
         webhooks_cli.webhook_group,
         dkim_cli.dkim_group,  # dkim: `outbox dkim add|list|remove`
         smtpd.smtpd_command,  # submission: `outbox smtpd --listen`
