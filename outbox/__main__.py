@@ -1,14 +1,9 @@
-"""The outbox command (`outbox`, or `python -m outbox`): Flask's commands, outbox's and the demo."""
+"""The outbox command (`outbox`, or `python -m outbox`): Flask's commands and outbox.cli's."""
 
-from flask.cli import FlaskGroup
-
-from outbox import demo
+from outbox import cli
 from outbox.app import create_app
-from outbox.cli import checkup
 
-main = FlaskGroup(create_app=create_app, help="outbox: a database-backed mail outbox.")
-main.add_command(demo.command)
-main.add_command(checkup.command)  # `outbox check`: reports settings create_app refuses
+main = cli.group(create_app)
 
 if __name__ == "__main__":
     main()

@@ -11,7 +11,7 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).parents[2]
 GENERATED = "<!-- Generated from {source} by docs/hooks/layers.py; do not edit. -->\n\n"
 # The modules above the layers: they put the app together from all of them.
-TOP = ["outbox.__main__", "outbox.app", "outbox.config", "outbox.demo", "outbox.extensions"]
+TOP = ["outbox.__main__", "outbox.app", "outbox.config", "outbox.extensions"]
 MARK = "<!-- layers diagram -->"
 WIDTH = 70
 

@@ -15,7 +15,6 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-import click
 from flask import current_app
 from sqlalchemy import Table, delete, func, select, update
 
@@ -239,7 +238,8 @@ def _drop_bodies(now: datetime) -> Any:
     return drop
 
 
-def _any_rule() -> bool:
+def any_rule() -> bool:
+    """True if any retention setting asks for a purge (a number of days above 0)."""
     config = current_app.config
     return any(config[name] for name in ("RETENTION_DAYS", "RETENTION_BODY_DAYS",
                                          "AUDIT_RETENTION_DAYS"))  # fmt: skip
@@ -265,7 +265,7 @@ def purge_if_due(worker_id: str) -> Purged | None:
 
     A failure is logged, not raised: the next day's purge takes what is left.
     """
-    if not _any_rule():
+    if not any_rule():
         return None
     try:
         now = utcnow()
@@ -278,28 +278,3 @@ def purge_if_due(worker_id: str) -> Purged | None:
         db.session.rollback()
         log.exception("%s: retention purge failed", worker_id, extra={"worker_id": worker_id})
         return None
-
-
-@click.command("purge")
-@click.option(
-    "--older-than",
-    "days",
-    type=click.IntRange(min=1),
-    default=None,
-    metavar="DAYS",
-    help="Remove settled messages older than DAYS instead of OUTBOX_RETENTION_DAYS.",
-)
-@click.option("--dry-run", is_flag=True, help="Count what would go; change nothing.")
-def purge_command(days: int | None, dry_run: bool) -> None:
-    """Remove old settled messages and drop old bodies now, as the workers do daily.
-
-    Sent, failed and cancelled messages settled more than OUTBOX_RETENTION_DAYS ago go
-    with their attempts and attachments; the bodies and attachments of those settled more
-    than OUTBOX_RETENTION_BODY_DAYS ago are dropped. Prints what it removed.
-    """
-    if days is None and not _any_rule():
-        click.echo("nothing to do: OUTBOX_RETENTION_DAYS, OUTBOX_RETENTION_BODY_DAYS and "
-                   "OUTBOX_AUDIT_RETENTION_DAYS are 0")  # fmt: skip
-        return
-    done = purge(days=days, dry_run=dry_run)
-    click.echo(("would remove: " if dry_run else "removed: ") + str(done))

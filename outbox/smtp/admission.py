@@ -4,23 +4,18 @@
 fewer than its share of connections and the server fewer than its total; past either
 the client gets `421 4.7.0` and is closed at once, before the greeting. Without the
 caps one address holding idle connections used up the process's open files and every
-other client timed out. The total stays under the open-file limit, which start()
-raises to what the total needs (or refuses to start). The bounce listener, open to
-anyone, also gives each client a budget of mails and bytes a minute.
+other client timed out. The total stays under the open-file limit, which a server
+raises at start to what the total needs (or refuses to start: outbox.smtp.server). The
+bounce listener, open to anyone, also gives each client a budget of mails and bytes a
+minute.
 
 A client is one IPv4 address, or one IPv6 /64 (what one host is usually given).
 """
 
-import asyncio
 import ipaddress
-import logging
 import resource
 from dataclasses import dataclass, field
-from typing import Any, Protocol
-
-from aiosmtpd.smtp import SMTP
-
-log = logging.getLogger("outbox.admission")
+from typing import Any
 
 # Open files a server needs besides its clients' connections: listening sockets, the
 # database pool, log files, the worker threads' handles.
@@ -192,53 +187,3 @@ class Admission:
     def _spent(self) -> str:
         most = f"at most {self.limits.mails} mails and {self.limits.size} bytes a minute"
         return f"421 4.7.0 Too much mail from your address: {most}; closing, try again later"
-
-
-class Admitting(Protocol):
-    """A handler that carries its server's Admission."""
-
-    admission: Admission
-
-
-class AdmittedSMTP(SMTP):
-    """aiosmtpd's protocol letting a client in only within the handler's Admission.
-
-    A 421 from any hook closes the connection (RFC 5321 3.8).
-    """
-
-    def __init__(self, handler: Admitting, **options: Any) -> None:
-        super().__init__(handler, **options)
-        self.admission = handler.admission
-        self.client: str | None = None  # set while counted in
-        self.refusal: str | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        after_starttls = self._original_transport is not None  # the same client, now in TLS
-        super().connection_made(transport)
-        if after_starttls:
-            return
-        client = client_of(transport.get_extra_info("peername"))
-        self.refusal = self.admission.enter(client)
-        if self.refusal is None:
-            self.client = client
-        else:
-            log.info("connection from %s refused: %s", client, self.refusal)
-
-    def connection_lost(self, error: Exception | None) -> None:
-        if self.client is not None:
-            self.admission.leave(self.client)
-            self.client = None
-        super().connection_lost(error)
-
-    async def _handle_client(self) -> None:
-        if self.refusal is None:
-            await super()._handle_client()
-            return
-        self._writer.write(f"{self.refusal}\r\n".encode())
-        if self.transport is not None:
-            self.transport.close()
-
-    async def push(self, status: Any) -> None:
-        await super().push(status)
-        if isinstance(status, str) and status.startswith("421") and self.transport:
-            self.transport.close()

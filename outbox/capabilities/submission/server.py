@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from outbox.capabilities.submission import Refused, auth, queue_raw
 from outbox.core import addresses
 from outbox.smtp import admission
+from outbox.smtp import server as smtp_server
 
 log = logging.getLogger("outbox.smtpd")
 
@@ -64,7 +65,7 @@ def _parsed(
     return AuthResult(success=True, auth_data=data)
 
 
-class Submission(admission.AdmittedSMTP):
+class Submission(smtp_server.Connection):
     """aiosmtpd's protocol with the token check off the loop and outbox's wording of replies.
 
     A client is let in within SMTPD_MAX_CONNECTIONS and SMTPD_MAX_CLIENT_CONNECTIONS, and
@@ -73,6 +74,7 @@ class Submission(admission.AdmittedSMTP):
 
     # A command line's limit, AUTH's included; smtp_DATA lifts it for the mail's lines.
     line_length_limit = 1000
+    event_handler: "Handler"
 
     def __init__(self, handler: "Handler", **options: Any) -> None:
         # aiosmtpd warns of plaintext AUTH on every connection; `outbox smtpd` logs it once.
@@ -122,14 +124,12 @@ class Submission(admission.AdmittedSMTP):
         reading: lifted to the size limit for DATA alone, it keeps a mail's memory to a
         few times OUTBOX_MAX_MESSAGE_BYTES, and command lines to line_length_limit.
         """
-        self.event_handler.in_flight += 1  # on the loop's thread only
         reader: Any = self._reader  # StreamReader keeps its limit in _limit, with no setter
         reader._limit = self.line_length_limit = self.event_handler.limit + len(b".\r\n")
         try:
             await super().smtp_DATA(arg)
         finally:
             reader._limit = self.line_length_limit = type(self).line_length_limit
-            self.event_handler.in_flight -= 1
 
     async def check_auth_needed(self, caller_method: str) -> bool:
         needed = await super().check_auth_needed(caller_method)
@@ -156,15 +156,14 @@ class Submission(admission.AdmittedSMTP):
         return AuthResult(success=True, auth_data=given.login.decode())
 
 
-class Handler:
+class Handler(smtp_server.Handler):
     """aiosmtpd handler: envelope addresses checked, DATA queued by queue_raw in a thread."""
 
     def __init__(self, app: Flask) -> None:
+        super().__init__(admission.smtpd_limits(app.config))
         self.app = app
         self.limit: int = app.config["MAX_MESSAGE_BYTES"]
         self.allowed: frozenset[str] = app.config["ALLOWED_SPECIAL_DOMAINS"]
-        self.in_flight = 0  # DATA commands under way: mails being received or queued
-        self.admission = admission.Admission(admission.smtpd_limits(app.config))
         self.preauth_timeout: float = app.config["SMTPD_PREAUTH_TIMEOUT"]
 
     async def handle_EHLO(  # noqa: N802 (aiosmtpd's hook names)
@@ -270,28 +269,15 @@ def options(
     }
 
 
-class SubmissionController(Controller):
-    def factory(self) -> SMTP:
-        return Submission(self.handler, **self.SMTP_kwargs)
-
-
 def listening(
     app: Flask, host: str, port: int, tls: ssl.SSLContext | None, timeout: float = IDLE_TIMEOUT,
     *, implicit: bool = False,
 ) -> Controller:  # fmt: skip
     """The server in a thread of this process (tests), on host:port from its return; stop() ends it.
 
-    `outbox smtpd` runs the same protocol and handler in its main thread (smtpd_command).
+    `outbox smtpd` serves the same protocol and handler in its main thread (outbox.smtp.server).
     implicit: TLS from the first byte with tls, as `--listen-tls` does.
     """
-    handler = Handler(app)
-    controller = SubmissionController(
-        handler, hostname=host, port=port, ssl_context=tls if implicit else None,
-        **options(app, tls, timeout, implicit=implicit),
-    )  # fmt: skip
-    try:
-        controller.start()
-    except BaseException:
-        controller.loop.close()  # aiosmtpd leaves the loop of a server that never started
-        raise
-    return controller
+    settings = options(app, tls, timeout, implicit=implicit)
+    return smtp_server.in_thread(Submission, Handler(app), host, port, settings,
+                                 tls if implicit else None)  # fmt: skip

@@ -1,4 +1,4 @@
-"""The demo: the web app, a worker and a catch-all SMTP server, all on this machine."""
+"""`outbox demo`: the web app, a worker and a catch-all SMTP server, all on this machine."""
 
 import errno
 import itertools
@@ -8,16 +8,19 @@ import secrets
 import signal
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 from aiosmtpd.controller import Controller
 from apscheduler.schedulers.background import BackgroundScheduler
+from flask import Flask
+from flask.cli import ScriptInfo
 from flask_migrate import upgrade
 from werkzeug.serving import run_simple
 
 from outbox import worker
-from outbox.app import create_app
 from outbox.auth import accounts, tokens
 from outbox.core import logs
 from outbox.worker import runner
@@ -110,7 +113,8 @@ def _interrupt(signum: int, frame: object) -> None:
 @click.command("demo")
 @click.option("--port", default=5000, show_default=True, help="Web port on 127.0.0.1.")
 @click.option("--smtp-port", default=8025, show_default=True, help="Port of the demo SMTP server.")
-def command(port: int, smtp_port: int) -> None:
+@click.pass_obj
+def command(info: ScriptInfo, port: int, smtp_port: int) -> None:
     """Run everything on this machine: web app, worker and a catch-all SMTP server.
 
     The `make run` demo (make run PORT=5001 SMTP_PORT=8026). A port already taken stops
@@ -118,11 +122,13 @@ def command(port: int, smtp_port: int) -> None:
     start prints a new password for staff@demo.example and lifts any lockout of
     127.0.0.1; SIGINT (Ctrl-C) or SIGTERM stops it.
     """
-    run(port, smtp_port)
+    assert info.create_app is not None  # the `outbox` group's factory, outbox.app.create_app
+    run(info.create_app, port, smtp_port)
 
 
-def run(port: int, smtp_port: int) -> None:
-    """Start everything and serve until Ctrl-C (SIGINT) or SIGTERM."""
+def run(create_app: Callable[[dict[str, Any]], Flask], port: int, smtp_port: int) -> None:
+    """Start everything on the app create_app makes with the demo's settings; serve until
+    Ctrl-C (SIGINT) or SIGTERM."""
     overrides = {
         "MAIL_SERVER": "127.0.0.1",
         "MAIL_PORT": smtp_port,
