@@ -150,8 +150,9 @@ VIEWER = """
 import sys, time
 from datetime import datetime
 from sqlalchemy import text
-from outbox import create_app, reports, rollups
-from outbox.extensions import db
+from outbox import create_app
+from outbox.models.db import db
+from outbox.ops import reports, rollups
 url, start, now = sys.argv[1], float(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
 app = create_app({"DATABASE_URL": url, "SECRET_KEY": "test"})
 with app.app_context():
