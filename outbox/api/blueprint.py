@@ -4,13 +4,13 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
 from flask.blueprints import BlueprintSetupState
-from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
 from outbox.api import openapi
 from outbox.auth import tokens
 from outbox.core.checks import oversize
 from outbox.extensions import csrf
+from outbox.models.drivers import UNREACHABLE
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 # What an API answer (JSON, never rendered) needs: not to be sniffed as a page, framed
@@ -89,21 +89,23 @@ def unrouted(exc: HTTPException) -> Response | HTTPException:
     return exc
 
 
-@bp.errorhandler(OperationalError)
-@bp.errorhandler(InterfaceError)
-def database_down(exc: DBAPIError) -> Response:
+def database_down(exc: Exception) -> Response:
     """The database cannot be reached; anything else from it is a bug and stays a 500.
 
     The request's session is ended by the app's teardown, which copes with a connection
     that went down too (create_app's _close_session).
     """
-    current_app.logger.warning("database unavailable: %s", exc.orig)
+    current_app.logger.warning("database unavailable: %s", getattr(exc, "orig", exc))
     # A COMMIT whose reply was lost may have landed: only a retry with the same
     # Idempotency-Key is sure not to queue the message twice.
     error = "the database is unavailable; retry later with the same Idempotency-Key"
     response = answer_error(503, error)
     response.headers["Retry-After"] = "5"
     return response
+
+
+for unreachable in UNREACHABLE:
+    bp.register_error_handler(unreachable, database_down)
 
 
 # The scope each changing endpoint needs; every GET needs "read".

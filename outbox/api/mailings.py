@@ -8,7 +8,7 @@ from flask import Response, current_app, g, jsonify, request, url_for
 from outbox.api.blueprint import Refused, answer_error, bp
 from outbox.api.bodies import JSON, check_content_type
 from outbox.auth import audit
-from outbox.capabilities.mailings import control, intake
+from outbox.capabilities.mailings import control, intake, reads
 from outbox.models import ID_RANGE, Mailing
 from outbox.models.db import db
 from outbox.ops import metrics
@@ -52,7 +52,7 @@ def _id(mailing_id: int) -> int:
 
 
 def _find(mailing_id: int) -> Mailing:
-    found = db.session.get(Mailing, _id(mailing_id))
+    found = reads.find(_id(mailing_id))
     if found is None:
         raise Refused(404, f"no mailing {mailing_id}")
     return found

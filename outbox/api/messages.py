@@ -1,20 +1,18 @@
 """One message over the API: read it, resend it, cancel it."""
 
 from flask import Response, abort, current_app, jsonify
-from sqlalchemy import select
 
 from outbox import queue
 from outbox.api.blueprint import answer_error, bp
 from outbox.auth import audit
-from outbox.models import Attachment, Attempt, Message, utcnow
+from outbox.models import Message, utcnow
 from outbox.models.db import db
+from outbox.ops import detail
 from outbox.queue.wire import detail_json, iso, message_json
 
 
 def _find(message_pk: int) -> Message:
-    # Ids are 64-bit: asked for a larger one, PostgreSQL and SQLite raise an error
-    # instead of finding nothing.
-    found = db.session.get(Message, message_pk) if message_pk < 2**63 else None
+    found = detail.message(message_pk)
     if found is None:
         abort(404, description=f"no message {message_pk}")
     return found
@@ -24,13 +22,8 @@ def _find(message_pk: int) -> Message:
 def show_message(message_pk: int) -> Response:
     """The message with its attachments (not their content) and its attempts."""
     message = _find(message_pk)
-    attachments = select(Attachment).where(Attachment.message_pk == message_pk)
-    attempts = select(Attempt).where(Attempt.message_pk == message_pk)
-    return jsonify(detail_json(
-        message,
-        list(db.session.scalars(attachments.order_by(Attachment.id))),
-        list(db.session.scalars(attempts.order_by(Attempt.id))),
-    ))  # fmt: skip
+    found = detail_json(message, detail.attachments(message_pk), detail.attempts(message_pk))
+    return jsonify(found)
 
 
 def _moved(message_pk: int) -> Response:

@@ -59,6 +59,11 @@ def find(email: str) -> User | None:
     return db.session.execute(select(User).where(User.email == email)).scalar_one_or_none()
 
 
+def listed() -> list[User]:
+    """Every account, by address."""
+    return list(db.session.scalars(select(User).order_by(User.email)))
+
+
 def default_role() -> str:
     """The role of a new account when none is named: admin for the first, viewer after."""
     return "viewer" if db.session.execute(select(User.id).limit(1)).first() else "admin"

@@ -62,6 +62,11 @@ def revoke(name: str) -> bool:
     return True
 
 
+def listed() -> list[ApiToken]:
+    """Every token, revoked ones too, by name; never a token itself, only its digest."""
+    return list(db.session.scalars(select(ApiToken).order_by(ApiToken.name)))
+
+
 def lookup(token: str) -> Row[str] | None:
     """The name of the live token presented, as row.name, or None.
 

@@ -1,4 +1,5 @@
-"""Database-driver policy: connection settings per kind, and a cheap liveness check for PyMySQL."""
+"""Database-driver policy: connection settings per kind, a cheap liveness check for PyMySQL,
+and the errors that say the database cannot be reached."""
 
 import json
 import select
@@ -9,6 +10,10 @@ from flask import Flask
 from sqlalchemy import event, exc, make_url
 
 from outbox.models.db import db
+
+# What SQLAlchemy raises when the database cannot be reached (down, restarting, a
+# connection lost); anything else from it is a bug.
+UNREACHABLE: tuple[type[exc.DBAPIError], ...] = (exc.OperationalError, exc.InterfaceError)
 
 
 def engine_options(url: str, lanes: int = 1) -> dict[str, Any]:

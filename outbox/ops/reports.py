@@ -1,5 +1,8 @@
-"""Read-only queries behind the staff pages, each bounded whatever the table's size; no writes."""
+"""Read-only queries behind the staff pages and the API's listing of messages, each bounded
+whatever the table's size; no writes."""
 
+import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -7,6 +10,7 @@ from typing import Any
 from sqlalchemy import Select, Text, cast, func, or_, select
 from sqlalchemy.orm import load_only
 
+from outbox.core.addresses import Mailbox
 from outbox.core.status import CLAIMABLE, Status
 from outbox.models import AttemptHour, Message, utcnow
 from outbox.models.db import db
@@ -171,6 +175,14 @@ def page(status: str | None, search: str | None, before: int | None) -> Page:
     return Page(rows, None, None)
 
 
+def in_statuses(message_pks: Collection[int], statuses: Collection[Status]) -> int:
+    """How many of these messages are in one of these statuses (a bulk action's question)."""
+    stmt = select(func.count()).where(
+        Message.id.in_(message_pks), Message.status.in_([s.value for s in statuses])
+    )
+    return int(db.session.execute(stmt).scalar_one())
+
+
 def oldest_waiting(now: datetime | None = None) -> datetime | None:
     """When the message that has waited longest became due; None if none is due.
 
@@ -216,3 +228,83 @@ def hourly(now: datetime | None = None) -> list[Hour]:
     shown = {r.hour_at: Hour(r.hour_at, r.sent, r.failed) for r in db.session.scalars(kept)}
     counted = rollups.count_hours(min(h for h in hours if h not in shown))
     return [shown.get(h) or counted.get(h, Hour(h, 0, 0)) for h in hours]
+
+
+# The API's listing. A page filtered by recipient, source or time reads at most this many
+# ids: no index serves those filters in id order (the recipients are a JSON column), and a
+# rare one would otherwise scan the whole table. Such a page may hold fewer messages than
+# its limit, or none, and still have a next link: the client follows it to older ids.
+# The status filter alone reads ix_messages_status_id and needs no window.
+FILTER_WINDOW = 50_000
+# What the API shows of a message in a list; never its bodies or headers.
+FILTERED_COLUMNS = (
+    Message.id, Message.message_id, Message.status, Message.from_addr, Message.from_name,
+    Message.reply_to, Message.reply_to_name, Message.recipients, Message.subject,
+    Message.priority, Message.attempts, Message.max_attempts, Message.created_at,
+    Message.send_after, Message.next_attempt_at, Message.last_retry, Message.last_error,
+    Message.sent_at,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a listing asks for; None for a filter not given."""
+
+    status: str | None = None
+    recipient: Mailbox | None = None
+    source: str | None = None
+    since: datetime | None = None  # created at or after
+    until: datetime | None = None  # created before
+
+    @property
+    def windowed(self) -> bool:
+        """Whether a filter that no index serves in id order is given (see FILTER_WINDOW)."""
+        return any(v is not None for v in (self.recipient, self.source, self.since, self.until))
+
+
+def _matching(filters: Filters) -> Select[Any]:
+    """The messages of the filters, in SQL; a recipient's is a superset, checked in _has."""
+    stmt = select(Message).options(load_only(*FILTERED_COLUMNS))
+    if filters.status is not None:
+        stmt = with_status(stmt, filters.status)  # ix_messages_status_id, on MariaDB too
+    if filters.source is not None:
+        stmt = stmt.where(Message.source == filters.source)
+    if filters.since is not None:
+        stmt = stmt.where(Message.created_at >= filters.since)
+    if filters.until is not None:
+        stmt = stmt.where(Message.created_at < filters.until)
+    if filters.recipient is not None:
+        # The address as a JSON string, escaped (as the column is written) or not; the
+        # case a LIKE folds, or spacing, is settled by _has on the rows it finds.
+        address = filters.recipient.address
+        quoted = {json.dumps(address), json.dumps(address, ensure_ascii=False)}
+        text = cast(Message.recipients, Text)
+        stmt = stmt.where(or_(*(text.contains(q, autoescape=True) for q in quoted)))
+    return stmt
+
+
+def _has(message: Message, filters: Filters) -> bool:
+    """Whether a row the SQL found names the recipient asked for, exactly."""
+    if filters.recipient is None:
+        return True
+    return any(e["address"] == filters.recipient.address for e in message.recipients)
+
+
+def filtered_page(
+    filters: Filters, before: int | None, limit: int
+) -> tuple[list[Message], int | None]:
+    """A page of messages newest first (highest id), and the before id of the next, if any."""
+    stmt = _matching(filters)
+    if before is not None:
+        stmt = stmt.where(Message.id < before)
+    floor = None
+    if filters.windowed:
+        top = before if before is not None else (db.session.scalar(func.max(Message.id)) or 0) + 1
+        floor = max(top - FILTER_WINDOW, 1)
+        stmt = stmt.where(Message.id >= floor)
+    stmt = stmt.order_by(Message.id.desc()).limit(limit + 1)
+    rows: list[Message] = list(db.session.scalars(stmt))
+    if len(rows) > limit:
+        return [r for r in rows[:limit] if _has(r, filters)], rows[limit - 1].id
+    found = [r for r in rows if _has(r, filters)]
+    return found, floor if floor is not None and floor > 1 else None

@@ -3,12 +3,10 @@
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
-from sqlalchemy import select
 
 from outbox.auth import accounts, audit, tokens
 from outbox.core.roles import ACTIONS, ROLES, SCOPES
-from outbox.models import ID_RANGE, ApiToken, User
-from outbox.models.db import db
+from outbox.models import ID_RANGE
 from outbox.web.roles import requires
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
@@ -18,8 +16,7 @@ bp.before_request(login_required(lambda: None))
 @bp.get("/accounts")
 @requires("accounts")
 def account_list() -> ResponseReturnValue:
-    users = db.session.execute(select(User).order_by(User.email)).scalars().all()
-    return render_template("admin/accounts.html", users=users, roles=ROLES)
+    return render_template("admin/accounts.html", users=accounts.listed(), roles=ROLES)
 
 
 def _done(action: str, *args: str) -> ResponseReturnValue:
@@ -54,8 +51,9 @@ def account_delete() -> ResponseReturnValue:
 
 def _tokens_page(made: tuple[str, str] | None = None, error: str | None = None) -> str:
     """The API tokens; after a creation, the new token, shown this once."""
-    rows = db.session.execute(select(ApiToken).order_by(ApiToken.name)).scalars().all()
-    return render_template("admin/tokens.html", rows=rows, scopes=SCOPES, made=made, error=error)
+    return render_template(
+        "admin/tokens.html", rows=tokens.listed(), scopes=SCOPES, made=made, error=error
+    )
 
 
 @bp.get("/tokens")

@@ -6,7 +6,6 @@ from flask_login import login_required
 
 from outbox.capabilities.bounces import inbox
 from outbox.models import ID_RANGE, BounceMail
-from outbox.models.db import db
 
 bp = Blueprint("bounces", __name__, url_prefix="/bounces")
 bp.before_request(login_required(lambda: None))
@@ -29,7 +28,7 @@ def index() -> ResponseReturnValue:
 
 
 def _mail(pk: int) -> BounceMail:
-    found = db.session.get(BounceMail, pk) if pk in ID_RANGE else None
+    found = inbox.find(pk)
     if found is None:
         abort(404)
     return found

@@ -5,13 +5,12 @@ from typing import Any
 from flask import Blueprint, abort, current_app, flash, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
-from sqlalchemy import func, select
 
 from outbox import queue
 from outbox.auth import audit
 from outbox.core.status import Status, sources
-from outbox.models import ID_RANGE, Message
-from outbox.models.db import db
+from outbox.models import ID_RANGE
+from outbox.ops import reports
 from outbox.web.confirm import confirm_page, confirmed
 from outbox.web.forms import ActionForm
 from outbox.web.messages import fragment, listing, wants_fragment
@@ -42,14 +41,6 @@ def _chosen() -> list[int]:
     return ids
 
 
-def _movable(ids: list[int], statuses: tuple[Status, ...]) -> int:
-    """How many of the chosen messages are in a status the move takes."""
-    rows = select(func.count()).where(
-        Message.id.in_(ids), Message.status.in_([s.value for s in statuses])
-    )
-    return int(db.session.execute(rows).scalar_one())
-
-
 @bp.post("/bulk")
 @requires("bulk")
 def act() -> ResponseReturnValue:
@@ -66,7 +57,7 @@ def act() -> ResponseReturnValue:
     if not ids:
         notice = "Nothing was chosen: tick the messages first."
     elif not confirmed():
-        movable = _movable(ids, statuses)
+        movable = reports.in_statuses(ids, statuses)
         detail = (f"{movable} of the {len(ids)} chosen are {allowed} and will be {done_as}; "
                   f"the others are left as they are.")  # fmt: skip
         question = f"{verb} {movable} message{'s' if movable != 1 else ''}?"

@@ -20,9 +20,8 @@ from flask_login import current_user, login_required
 from outbox import queue
 from outbox.auth import audit
 from outbox.capabilities import throttle
-from outbox.models import ID_RANGE, Message, WorkerBeat, utcnow
-from outbox.models.db import db
-from outbox.ops import heartbeats, pause, reports
+from outbox.models import WorkerBeat, utcnow
+from outbox.ops import detail, heartbeats, pause, reports
 from outbox.web import confirm
 from outbox.web.forms import ActionForm, ResendAllForm
 from outbox.web.roles import requires
@@ -113,8 +112,7 @@ def resend(message_pk: int) -> ResponseReturnValue:
     """Resend one failed message; htmx gets its row and, out of band, the tiles it changed."""
     if not ActionForm().validate_on_submit():
         abort(400)
-    message = db.session.get(Message, message_pk) if message_pk in ID_RANGE else None
-    if message is None:
+    if detail.message(message_pk) is None:
         abort(404)
     try:
         queue.resend(message_pk, current_app.config["MAX_ATTEMPTS"])
@@ -123,7 +121,7 @@ def resend(message_pk: int) -> ResponseReturnValue:
     audit.record("resend", message_pk)
     if not _is_htmx():
         return redirect(url_for("dashboard.index"))
-    db.session.refresh(message)
+    message = detail.message(message_pk, fresh=True)
     now = utcnow()
     return _answer(render_template("_failure_row.html", m=message, form=ActionForm(), now=now,
                                    oob_tiles=True, **tiles(now)))  # fmt: skip

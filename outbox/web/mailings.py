@@ -5,12 +5,11 @@ from typing import Any
 from flask import Blueprint, Response, abort, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
-from sqlalchemy import select
 
 from outbox.auth import audit
-from outbox.capabilities.mailings import control
+from outbox.capabilities.mailings import control, reads
 from outbox.capabilities.mailings.intake import OPEN, Refusal
-from outbox.models import ID_RANGE, Mailing, Message
+from outbox.models import ID_RANGE, Mailing
 from outbox.models.db import db
 from outbox.web.confirm import confirm_page, confirmed
 from outbox.web.forms import ActionForm
@@ -19,7 +18,6 @@ from outbox.web.roles import requires
 bp = Blueprint("mailings", __name__, url_prefix="/mailings")
 bp.before_request(login_required(lambda: None))
 
-PAGE = 50  # mailings a page
 RECIPIENTS_SHOWN = 50  # on a mailing's page, the first ones
 IN_FLIGHT = ("queued", "sending", "deferred")
 CANCEL_DETAIL = "Its waiting recipients are cancelled; mails being sent now finish."
@@ -29,20 +27,16 @@ CANCEL_DETAIL = "Its waiting recipients are cancelled; mails being sent now fini
 def index() -> ResponseReturnValue:
     """Mailings newest first, a page at a time by id, each with its progress."""
     before = request.args.get("before", type=int)
-    stmt = select(Mailing).order_by(Mailing.id.desc()).limit(PAGE + 1)
-    if before is not None:
-        if before not in ID_RANGE:
-            abort(400, description="before must be a mailing id")
-        stmt = stmt.where(Mailing.id < before)
-    found = list(db.session.scalars(stmt))
-    shown, more = found[:PAGE], len(found) > PAGE
+    if before is not None and before not in ID_RANGE:
+        abort(400, description="before must be a mailing id")
+    shown, older = reads.page(before)
     progress = control.progress([m.id for m in shown]) if shown else {}
-    after = url_for("mailings.index", before=shown[-1].id) if more else None
+    after = url_for("mailings.index", before=older) if older else None
     return render_template("mailings/index.html", mailings=shown, progress=progress, after=after)
 
 
 def _mailing(mailing_id: int) -> Mailing:
-    found = db.session.get(Mailing, mailing_id) if mailing_id in ID_RANGE else None
+    found = reads.find(mailing_id)
     if found is None:
         abort(404)
     return found
@@ -69,8 +63,7 @@ def show(mailing_id: int) -> ResponseReturnValue:
     mailing = _mailing(mailing_id)
     if request.headers.get("HX-Request"):
         return _fragment(mailing)
-    first = select(Message).where(Message.mailing_id == mailing.id).order_by(Message.id)
-    recipients = list(db.session.scalars(first.limit(RECIPIENTS_SHOWN)))
+    recipients = reads.recipients(mailing.id, RECIPIENTS_SHOWN)
     page = render_template("mailings/show.html", recipients=recipients, **_progress(mailing))
     response = Response(page)
     response.headers["Vary"] = "HX-Request"

@@ -1,6 +1,5 @@
 """The outbox pages: the list, one message, composing, and the buttons that act on them."""
 
-from collections.abc import Iterator
 from typing import Any
 
 from flask import (
@@ -16,7 +15,6 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
-from sqlalchemy import select
 
 from outbox import queue
 from outbox.auth import audit
@@ -25,9 +23,9 @@ from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.submission import shown as raw_shown
 from outbox.core.deliveries import partly_delivered
 from outbox.core.status import Status
-from outbox.models import ID_RANGE, Attachment, AttachmentChunk, Attempt, Message, utcnow
+from outbox.models import ID_RANGE, Message, utcnow
 from outbox.models.db import db
-from outbox.ops import pause, reports
+from outbox.ops import detail, pause, reports
 from outbox.queue.wire import recipient_json
 from outbox.web import compose as composing
 from outbox.web.confirm import CANCEL, SEND_AGAIN, Ask, ask_first
@@ -97,20 +95,18 @@ def index() -> ResponseReturnValue:
     return response
 
 
-def _message(message_pk: int) -> Message:
-    found = db.session.get(Message, message_pk) if message_pk in ID_RANGE else None
+def _message(message_pk: int, *, fresh: bool = False) -> Message:
+    found = detail.message(message_pk, fresh=fresh)
     if found is None:
         abort(404)
     return found
 
 
 def _state(message: Message) -> dict[str, Any]:
-    attempts = select(Attempt).where(Attempt.message_pk == message.id).order_by(Attempt.id)
-    copies = select(Message.id).where(Message.resent_from == message.id).order_by(Message.id)
-    return dict(message=message, attempts=list(db.session.execute(attempts).scalars()),
+    return dict(message=message, attempts=detail.attempts(message.id),
                 recipients=[recipient_json(entry, message) for entry in message.recipients],
                 partly=partly_delivered(message.recipients, message.status),
-                copies=list(db.session.execute(copies.limit(COPIES_SHOWN)).scalars()),
+                copies=detail.copies(message.id, COPIES_SHOWN),
                 form=ActionForm(), in_flight=message.status in reports.IN_FLIGHT,
                 now=utcnow())  # fmt: skip
 
@@ -123,10 +119,9 @@ def show(message_pk: int) -> ResponseReturnValue:
     state = _state(message)
     if wants_fragment():
         return fragment("messages/_state.html", 200 if state["in_flight"] else 286, **state)
-    attachments = select(Attachment).where(Attachment.message_pk == message.id)
     response = Response(render_template(
         "messages/show.html",
-        attachments=list(db.session.execute(attachments.order_by(Attachment.id)).scalars()),
+        attachments=detail.attachments(message.id),
         back=back_to(request.args.get("back")),
         remote_images=loads_remote(shown_part(message.html_body)),
         html_cut=len(message.html_body or "") > SHOWN_HTML_CHARS,
@@ -168,18 +163,11 @@ def _inline_images(message: Message) -> dict[str, str]:
 @bp.get("/<int:message_pk>/attachments/<int:attachment_id>")
 def download(message_pk: int, attachment_id: int) -> ResponseReturnValue:
     """One attachment, streamed chunk by chunk, always as a download."""
-    attachment = db.session.get(Attachment, attachment_id) if attachment_id in ID_RANGE else None
-    if attachment is None or attachment.message_pk != message_pk:
+    attachment = detail.attachment(message_pk, attachment_id)
+    if attachment is None:
         abort(404)
-    chunk_ids = select(AttachmentChunk.seq).where(AttachmentChunk.attachment_id == attachment_id)
-    seqs = list(db.session.execute(chunk_ids.order_by(AttachmentChunk.seq)).scalars())
-
-    def chunks() -> Iterator[bytes]:
-        for seq in seqs:
-            yield db.session.get_one(AttachmentChunk, (attachment_id, seq)).data
-            db.session.expunge_all()
-
-    response = Response(stream_with_context(chunks()), mimetype="application/octet-stream")
+    chunks = detail.attachment_bytes(attachment_id)
+    response = Response(stream_with_context(chunks), mimetype="application/octet-stream")
     response.headers["Content-Length"] = str(attachment.size)
     return as_download(response, attachment.filename)
 
@@ -199,8 +187,7 @@ def raw_mail(message_pk: int) -> ResponseReturnValue:
 def _acted(message_pk: int) -> ResponseReturnValue:
     """After a button: the new state for htmx, or back to the page without JavaScript."""
     if wants_fragment():
-        message = _message(message_pk)
-        db.session.refresh(message)
+        message = _message(message_pk, fresh=True)
         return fragment("messages/_state.html", **_state(message))
     return redirect(url_for("messages.show", message_pk=message_pk))
 

@@ -6,9 +6,9 @@ import pytest
 from sqlalchemy.dialects import mysql, postgresql
 
 from outbox import queue
-from outbox.api import listing
 from outbox.auth import tokens
 from outbox.core.status import Status
+from outbox.ops import reports
 from outbox.queue import wire
 from tests.support.api import MESSAGES, auth
 from tests.support.app import draft
@@ -97,7 +97,7 @@ def test_a_status_filter_reads_its_index_to_the_end(app, client, token):
 def test_a_rare_filter_reads_a_window_at_a_time_and_leaves_a_next_link(
     app, client, token, monkeypatch
 ):
-    monkeypatch.setattr(listing, "WINDOW", 5)
+    monkeypatch.setattr(reports, "FILTER_WINDOW", 5)
     rare = stored(app, source="api:rare")
     ids = [stored(app) for _ in range(11)]
     pages, last = listed(client, token, "source=api:rare")
@@ -137,8 +137,8 @@ def test_listing_needs_a_token(client):
 
 def test_mariadb_is_told_to_read_a_status_through_its_index():
     """Left to itself MariaDB scans the primary key backwards for a status of ~1% of rows."""
-    stmt = listing._matching(listing.Filters(status="failed"))
+    stmt = reports._matching(reports.Filters(status="failed"))
     assert "FORCE INDEX (ix_messages_status_id)" in str(stmt.compile(dialect=mysql.dialect()))
     assert "FORCE INDEX" not in str(stmt.compile(dialect=postgresql.dialect()))
-    assert "FORCE INDEX" not in str(listing._matching(listing.Filters()).compile(
+    assert "FORCE INDEX" not in str(reports._matching(reports.Filters()).compile(
         dialect=mysql.dialect()))  # fmt: skip

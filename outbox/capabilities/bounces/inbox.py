@@ -1,8 +1,9 @@
-"""The bounce inbox's reads: the stored mails newest first, by what they turned out to be."""
+"""The bounce inbox's reads: the stored mails newest first, by what they turned out to be,
+and one mail."""
 
 from sqlalchemy import Select, select
 
-from outbox.models import BounceMail
+from outbox.models import ID_RANGE, BounceMail
 from outbox.models.db import db
 
 PAGE = 50  # mails on one page of the inbox
@@ -38,3 +39,8 @@ def of_message(message_pk: int, limit: int = PAGE) -> list[BounceMail]:
     """The bounce mails matched to one message, newest first."""
     query = select(BounceMail).where(BounceMail.message_pk == message_pk)
     return list(db.session.scalars(query.order_by(BounceMail.id.desc()).limit(limit)))
+
+
+def find(bounce_pk: int) -> BounceMail | None:
+    """The stored mail of that id, or None."""
+    return db.session.get(BounceMail, bounce_pk) if bounce_pk in ID_RANGE else None
