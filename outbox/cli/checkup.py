@@ -87,8 +87,8 @@ def check_schema() -> Result:
 
 
 def check_routes() -> list[Result]:
-    """check_smtp for each route the workers send through: the OUTBOX_MAIL_* server's, the
-    default route, or each of OUTBOX_ROUTES."""
+    """check_smtp for each route the workers send through: the default route of the
+    OUTBOX_MAIL_* settings, or each route of OUTBOX_ROUTES."""
     table = routes.table()
     if not current_app.config["ROUTES"]:
         return [check_smtp(table.first.settings)]
