@@ -155,36 +155,47 @@ BOUNDS = (("minimum", "at least"), ("maximum", "at most"), ("minLength", "length
 
 
 def settings_page() -> str:
-    """The settings reference, from outbox.config's defaults, types and descriptions."""
-    lines = [GENERATED.format(source="outbox/config.py"), "# Settings reference", ""]
+    """The settings reference: a section per group of outbox.config.GROUPS, as declared."""
+    lines = [GENERATED.format(source="the settings groups outbox/config.py assembles"),
+             "# Settings reference", ""]  # fmt: skip
     lines += [
         "Each setting is `OUTBOX_<NAME>` in the environment or `<NAME>` in the instance "
         "folder's `config.py`; [Getting started](../getting-started.md#configuration) says "
-        "which wins. `instance/` below means the instance folder.",
+        "which wins. `instance/` below means the instance folder. Each group is declared "
+        "beside the code it governs and checked when a process starts: a value it cannot "
+        "work with stops the start with the setting named.",
         "",
     ]
-    for name, default in settings.DEFAULTS.items():
-        description = settings.DESCRIPTIONS[name]
-        lines += [
-            f"## `OUTBOX_{name}`",
-            "",
-            f"{settings.type_name(name).capitalize()}; default {shown_default(name, default)}.",
-            "",
-            description[0].upper() + description[1:] + ".",
-            "",
-        ]
+    for group in settings.GROUPS:
+        lines += [f"## {group.name}", "", group.about, ""]
+        for setting in group.settings:
+            lines += setting_lines(setting)
     return "\n".join(lines) + "\n"
 
 
-def shown_default(name: str, default: Any) -> str:
-    """A default as a reader writes it: none, true, a number with its unit."""
+def setting_lines(setting: Any) -> list[str]:
+    """One setting: its kind and unit, its default, what it does."""
+    kind = setting.kind.words.capitalize() + (f" ({setting.unit})" if setting.unit else "")
+    description = setting.description
+    return [
+        f"### `OUTBOX_{setting.name}`",
+        "",
+        f"{kind}; default {shown_default(setting.default, setting.unit)}.",
+        "",
+        description[0].upper() + description[1:] + ".",
+        "",
+    ]
+
+
+def shown_default(default: Any, unit: str | None = None) -> str:
+    """A default as a reader writes it: none, true, a number (in MiB too for bytes)."""
     if default is None or default == "" or default == frozenset():
         return "none"
     if isinstance(default, bool):
         return f"`{str(default).lower()}`"
     if isinstance(default, float) and default.is_integer():
         default = int(default)
-    if name.endswith("_BYTES"):
+    if unit and unit.startswith("bytes"):
         return f"`{default}` ({default // 1024 // 1024} MiB)"
     return f"`{default}`"
 

@@ -22,6 +22,7 @@ from outbox.auth import audit
 from outbox.capabilities import suppression, webhooks
 from outbox.capabilities.bounces import store as bounce_store
 from outbox.capabilities.mailings import purge as mailings
+from outbox.core.config_schema import INT, Group, Setting
 from outbox.models import (
     Attachment,
     AttachmentChunk,
@@ -37,6 +38,37 @@ from outbox.queue import moves
 from outbox.queue.moves import SETTLED
 
 log = logging.getLogger("outbox.retention")
+
+
+def check_settings(config: Any) -> None:
+    """ValueError if the retention times are negative, or bodies would outlive messages."""
+    keep, body = config["RETENTION_DAYS"], config["RETENTION_BODY_DAYS"]
+    if keep < 0 or body < 0 or config["AUDIT_RETENTION_DAYS"] < 0:
+        raise ValueError("RETENTION_DAYS, RETENTION_BODY_DAYS and AUDIT_RETENTION_DAYS are 0 "
+                         "(keep for good) or more")  # fmt: skip
+    if keep and (not body or body > keep):
+        raise ValueError("RETENTION_BODY_DAYS must be 1 to RETENTION_DAYS when RETENTION_DAYS "
+                         "is set: bodies cannot outlive their messages")  # fmt: skip
+
+
+# fmt: off
+GROUP = Group(
+    "Retention",
+    "How long settled messages, their bodies and the audit trail are kept (see Retention).",
+    (
+        Setting("RETENTION_DAYS", INT, 90, unit="days",
+                description="days after settling (sent, failed, cancelled) that a message goes "
+                "with its attempts and attachments; `0` keeps messages for good (see Retention)"),
+        Setting("RETENTION_BODY_DAYS", INT, 30, unit="days",
+                description="days after settling that a message's bodies and attachments are "
+                "dropped (the row stays, marked); at most `OUTBOX_RETENTION_DAYS`; `0` keeps them"),
+        Setting("AUDIT_RETENTION_DAYS", INT, 365, unit="days",
+                description="days the audit trail's events are kept before the purge removes "
+                "them; `0` keeps them for good"),
+    ),
+    check_settings,
+)
+# fmt: on
 
 MESSAGES = cast(Table, Message.__table__)
 ATTEMPTS = cast(Table, Attempt.__table__)

@@ -87,24 +87,22 @@ def check_schema() -> Result:
 
 
 def check_routes() -> list[Result]:
-    """check_smtp for the OUTBOX_MAIL_* server, or for each route of OUTBOX_ROUTES."""
+    """check_smtp for each route the workers send through: the default route of the
+    OUTBOX_MAIL_* settings, or each route of OUTBOX_ROUTES."""
+    table = routes.table()
     if not current_app.config["ROUTES"]:
-        return [check_smtp()]
-    found = routes.table().routes.values()
+        return [check_smtp(table.first.settings)]
+    found = table.routes.values()
     return [check_smtp(route.settings, f"smtp {route.name}", route.name) for route in found]
 
 
 def check_smtp(
-    host_settings: smtp.HostSettings | None = None, name: str = "smtp", route: str | None = None
+    host_settings: smtp.HostSettings, name: str = "smtp", route: str | None = None
 ) -> Result:
     """Connect, STARTTLS or TLS as set (certificate checked), AUTH if set, EHLO; no mail.
 
-    Without host_settings, the OUTBOX_MAIL_* server's; route names the route of
-    OUTBOX_ROUTES the settings come from, for the hints.
+    route names the route of OUTBOX_ROUTES the settings come from, for the hints.
     """
-    if host_settings is None:
-        # Flask-Mail's state, as the worker's connection reads it (sender.TimedConnection).
-        host_settings = smtp.HostSettings.of(current_app.extensions["mail"], current_app.config)
     where = host_settings.where
     hint = functools.partial(_smtp_hint, settings=host_settings, route=route)
     try:

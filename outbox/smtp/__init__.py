@@ -40,7 +40,7 @@ class TlsError(HostError):
 
 @dataclass(frozen=True)
 class HostSettings:
-    """Where and how to connect: Flask-Mail's MAIL_* settings and outbox's own."""
+    """Where and how to connect to one route's server (outbox.capabilities.routes)."""
 
     server: str
     port: int
@@ -52,17 +52,6 @@ class HostSettings:
     verify: bool = True
     ca_file: str | None = None
     allow_plaintext_auth: bool = False
-
-    @classmethod
-    def of(cls, mail: Any, config: Mapping[str, Any]) -> "HostSettings":
-        """The settings of Flask-Mail's state `mail` and the app's config."""
-        return cls(
-            server=mail.server, port=mail.port, timeout=config["SMTP_TIMEOUT"],
-            use_ssl=mail.use_ssl, use_tls=mail.use_tls,
-            username=mail.username, password=mail.password,
-            verify=config["MAIL_TLS_VERIFY"], ca_file=config["MAIL_TLS_CA_FILE"] or None,
-            allow_plaintext_auth=config["MAIL_ALLOW_PLAINTEXT_AUTH"],
-        )  # fmt: skip
 
     @property
     def where(self) -> str:

@@ -56,7 +56,19 @@ def bounce_limits(config: Any) -> Limits:
 
 def check(config: Any) -> None:
     """ValueError naming the setting if either server's caps cannot work."""
+    check_smtpd(config)
+    check_bounces(config)
+
+
+def check_smtpd(config: Any) -> None:
+    """ValueError naming the setting if `outbox smtpd`'s caps or pre-AUTH time cannot work."""
     smtpd_limits(config).check("SMTPD")
+    if config["SMTPD_PREAUTH_TIMEOUT"] <= 0:
+        raise ValueError("SMTPD_PREAUTH_TIMEOUT must be above 0")
+
+
+def check_bounces(config: Any) -> None:
+    """ValueError naming the setting if `outbox bounces --listen`'s caps cannot work."""
     bounces = bounce_limits(config)
     bounces.check("BOUNCE")
     if bounces.mails < 1:
@@ -64,8 +76,6 @@ def check(config: Any) -> None:
     if bounces.size < config["BOUNCE_MAX_BYTES"]:
         raise ValueError("BOUNCE_CLIENT_BYTES must be at least BOUNCE_MAX_BYTES, or the "
                          "largest bounce mail could never be taken")  # fmt: skip
-    if config["SMTPD_PREAUTH_TIMEOUT"] <= 0:
-        raise ValueError("SMTPD_PREAUTH_TIMEOUT must be above 0")
 
 
 def open_files_for(limits: Limits) -> None:

@@ -243,6 +243,18 @@ def test_without_a_file_the_mail_settings_make_the_one_default_route(app):
     assert (route.settings.server, route.settings.port) == ("127.0.0.1", 1)
 
 
+def test_the_default_route_is_the_mail_settings_as_they_are_now(app):
+    """One source: OUTBOX_MAIL_* (app.config), not a copy taken when the app was made."""
+    app.config.update(MAIL_SERVER="relay.example.com", MAIL_PORT=465, MAIL_USE_SSL=True,
+                      MAIL_USERNAME="outbox", MAIL_PASSWORD="s3cret", SMTP_TIMEOUT=9.0)  # fmt: skip
+    assert app.extensions["mail"].server != "relay.example.com"
+    settings = routes.table().first.settings
+    assert (settings.server, settings.port, settings.use_ssl, settings.use_tls) == (
+        "relay.example.com", 465, True, False)  # fmt: skip
+    assert (settings.username, settings.password, settings.timeout) == ("outbox", "s3cret", 9.0)
+    assert settings.verify and settings.ca_file is None and not settings.allow_plaintext_auth
+
+
 def test_a_route_that_does_not_check_certificates_is_warned_of_at_worker_start(
     tmp_path, monkeypatch, caplog
 ):

@@ -44,6 +44,9 @@ def test_the_readme_is_short_and_starts_with_the_two_commands():
 
 def test_the_settings_reference_names_every_setting(site):
     words = text_of(site, "reference/settings")
+    starts = [words.index(f"{group.name}¶ {group.about.replace('`', '')}")
+              for group in config.GROUPS]  # fmt: skip
+    assert starts == sorted(starts)  # a section each, in order
     for name, description in config.DESCRIPTIONS.items():
         assert f"OUTBOX_{name}" in words
         assert " ".join(description.replace("`", "").split()).lower() in words.lower()

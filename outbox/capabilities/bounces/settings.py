@@ -1,4 +1,4 @@
-"""The bounce settings, checked at start: the bounce address and the bounce mailbox's URL."""
+"""The bounce settings, checked at start: the bounce address, the mailbox, the listener's caps."""
 
 import ssl
 from dataclasses import dataclass
@@ -6,6 +6,8 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from outbox.capabilities.bounces import verp
+from outbox.core.config_schema import BOOL, INT, NUMBER, TEXT, Group, Setting
+from outbox.smtp import admission
 
 PORTS = {"imaps": 993, "imap": 143}
 MAX_BYTES = 16 * 1024 * 1024 - 1  # the largest bounce mail a MariaDB MEDIUMBLOB keeps
@@ -17,6 +19,7 @@ def check(config: Any) -> None:
     check_imap(config)
     if not 1024 <= config["BOUNCE_MAX_BYTES"] <= MAX_BYTES:  # a MEDIUMBLOB on MariaDB
         raise ValueError(f"BOUNCE_MAX_BYTES must be 1024 to {MAX_BYTES:,}")
+    admission.check_bounces(config)
 
 
 @dataclass(frozen=True)
@@ -73,3 +76,47 @@ def context(config: Any) -> ssl.SSLContext:
         except (OSError, ssl.SSLError) as exc:
             raise ValueError(f"BOUNCE_IMAP_CA_FILE: cannot load {exc}") from None
     return context
+
+
+# fmt: off
+GROUP = Group(
+    "Bounces",
+    "Where bounces come back and how outbox takes them in: a listener, a mailbox (see Bounces).",
+    (
+        Setting("BOUNCE_ADDRESS", TEXT, None,
+                description="the address bounces come back to; set, every recipient's envelope "
+                "sender is its VERP form (see Bounces)"),
+        Setting("BOUNCE_MAX_BYTES", INT, 10 * 1024 * 1024, unit="bytes",
+                description="the largest bounce mail `outbox bounces --listen` takes (`552` past "
+                "it)"),
+        Setting("BOUNCE_IMAP_URL", TEXT, None,
+                description="`imaps://user:password@host[:port]/FOLDER`: a mailbox of bounces the "
+                "workers poll"),
+        Setting("BOUNCE_IMAP_CA_FILE", TEXT, None,
+                description="PEM file of CAs trusted besides the system's for the IMAP server's "
+                "certificate"),
+        Setting("BOUNCE_IMAP_INTERVAL", NUMBER, 60.0, unit="seconds",
+                description="seconds between polls of that mailbox (by one worker at a time)"),
+        Setting("BOUNCE_IMAP_DONE", TEXT, "outbox-done",
+                description="the folder handled mails move to (made if missing); empty deletes "
+                "them"),
+        Setting("BOUNCE_IMAP_ALLOW_PLAINTEXT", BOOL, False,
+                description="take an `imap://` URL (no TLS); the workers then log a warning"),
+        # `outbox bounces --listen` is open to anyone: connections at once, in all and
+        # from one client, and what one client may send a minute.
+        Setting("BOUNCE_MAX_CONNECTIONS", INT, 100, unit="connections",
+                description="connections `outbox bounces --listen` holds at once, in all; past it "
+                "`421 4.7.0`"),
+        Setting("BOUNCE_MAX_CLIENT_CONNECTIONS", INT, 10, unit="connections",
+                description="connections `outbox bounces --listen` holds at once from one client "
+                "(an IPv4 address, an IPv6 /64); past it `421 4.7.0`"),
+        Setting("BOUNCE_CLIENT_MAILS", INT, 120, unit="mails a minute",
+                description="mails one client may send `outbox bounces --listen` a minute; past "
+                "them `421 4.7.0`, the mail not stored"),
+        Setting("BOUNCE_CLIENT_BYTES", INT, 10 * 1024 * 1024, unit="bytes a minute",
+                description="bytes one client may send it a minute (at least "
+                "`OUTBOX_BOUNCE_MAX_BYTES`); past them `421 4.7.0`, the mail not stored"),
+    ),
+    check,
+)
+# fmt: on

@@ -133,8 +133,13 @@ def _compared(name: str | None) -> str | None:
 
 def default(config: Mapping[str, Any]) -> Table:
     """The one route the OUTBOX_MAIL_* settings describe, used when OUTBOX_ROUTES is unset."""
-    mail = current_app.extensions["mail"]
-    settings = smtp.HostSettings.of(mail, config)
+    settings = smtp.HostSettings(
+        server=config["MAIL_SERVER"], port=config["MAIL_PORT"], timeout=config["SMTP_TIMEOUT"],
+        use_ssl=config["MAIL_USE_SSL"], use_tls=config["MAIL_USE_TLS"],
+        username=config["MAIL_USERNAME"], password=config["MAIL_PASSWORD"],
+        verify=config["MAIL_TLS_VERIFY"], ca_file=config["MAIL_TLS_CA_FILE"] or None,
+        allow_plaintext_auth=config["MAIL_ALLOW_PLAINTEXT_AUTH"],
+    )  # fmt: skip
     route = Route("default", settings, max_connections=config["MAIL_MAX_CONNECTIONS"])
     return Table({route.name: route})
 

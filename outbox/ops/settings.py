@@ -1,0 +1,25 @@
+"""The operating settings: the full counts the pages show, readiness, the metrics' token."""
+
+from outbox.core.config_schema import BOOL, NUMBER, TEXT, Group, Setting
+
+# fmt: off
+GROUP = Group(
+    "Metrics and health",
+    "What the probes, the metrics and the pages' counts answer (see Metrics and health).",
+    (
+        # The pages count each status live up to 1,000; past that they show the full
+        # count a worker made at most this long ago.
+        Setting("COUNT_INTERVAL", NUMBER, 60.0, unit="seconds",
+                description="seconds between full counts of the messages per status, shown by the "
+                "pages past 1,000; each worker offers to count this often (give or take a "
+                "quarter) and the first whose turn comes does"),
+        Setting("READY_NEEDS_WORKER", BOOL, False,
+                description="`/readyz` answers `503` unless a worker beat within two "
+                "`POLL_INTERVAL`s"),
+        Setting("METRICS_TOKEN", TEXT, None,
+                description="the bearer token `/metrics` asks for; unset, `/metrics` answers "
+                "`404`. `PROMETHEUS_MULTIPROC_DIR` (no `OUTBOX_` prefix: prometheus-client's own) "
+                "makes it add up every process's counts (see Metrics and health)"),
+    ),
+)
+# fmt: on
