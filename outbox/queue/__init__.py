@@ -3,17 +3,30 @@
 Every status write is a statement made by moves.guarded, which checks the move against
 status.MOVES and names in its WHERE the status (and, for a worker, the claim) it expects.
 Callers use the verbs below; the modules behind them are the package's own business.
+The layers above react through the hooks they register at start (queue.hooks), and say
+how their kinds of message are built and copied (queue.kinds): the queue imports none.
 """
 
 from outbox.queue.attachments import Damaged, read_attachments, read_inline
 from outbox.queue.claims import Claim, claim_batch, has_due, release, release_held, renew
 from outbox.queue.holds import hold
+from outbox.queue.hooks import (
+    Written,
+    on_lost,
+    on_outcomes,
+    on_recorded,
+    on_requeue,
+    on_store,
+)
+from outbox.queue.kinds import build, on_kind
 from outbox.queue.moves import MoveRefused
-from outbox.queue.outcomes import Finished, on_recorded, record, release_stale
+from outbox.queue.outcomes import Finished, record, release_stale
 from outbox.queue.staff import (
     Moved,
     cancel,
     cancel_many,
+    copy_plain,
+    draft_of,
     resend,
     resend_all_failed,
     resend_many,
@@ -30,8 +43,9 @@ from outbox.queue.store import (
 
 __all__ = [
     "BATCH_KEY_SEPARATOR", "Claim", "Damaged", "Finished", "MoveRefused", "Queued",
-    "Moved", "batch_fingerprint", "cancel", "cancel_many", "claim_batch", "enqueue",
-    "enqueue_batch", "has_due", "hold", "on_recorded", "read_attachments", "read_inline",
-    "record", "release", "release_held", "release_stale", "renew",
+    "Moved", "Written", "batch_fingerprint", "build", "cancel", "cancel_many", "claim_batch",
+    "copy_plain", "draft_of", "enqueue", "enqueue_batch", "has_due", "hold", "on_kind",
+    "on_lost", "on_outcomes", "on_recorded", "on_requeue", "on_store", "read_attachments",
+    "read_inline", "record", "release", "release_held", "release_stale", "renew",
     "resend", "resend_all_failed", "resend_many", "send_again", "send_now",
 ]  # fmt: skip

@@ -10,14 +10,13 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from outbox.capabilities.suppression import screen as suppression_screen
 from outbox.core.addresses import Mailbox, a_label, stored
 from outbox.core.checks import Upload
 from outbox.core.drafts import Draft
 from outbox.core.status import Status
 from outbox.models import Message, utcnow
 from outbox.models.db import AUTOCOMMIT, db
-from outbox.queue import attachments, direct
+from outbox.queue import attachments, direct, hooks
 from outbox.queue.moves import MESSAGES
 
 INSERT_MESSAGE = insert(MESSAGES)
@@ -48,7 +47,7 @@ def enqueue(
         request_hash=draft.fingerprint() if idempotency_key else None,
         resent_from=resent_from,
     )
-    marked = suppression_screen.screen([row], now)
+    marked = hooks.screened([row], now)  # suppression marks its recipients
     try:
         if draft.attachments or marked or AUTOCOMMIT not in db.engines:
             message = _insert_with_attachments(row, draft.attachments, bool(marked))
@@ -95,7 +94,7 @@ def _insert_with_attachments(
     for upload in uploads:
         attachments.store(message.id, upload)
     if marked:
-        suppression_screen.announce([(message.id, row)], row["created_at"])
+        hooks.announce([(message.id, row)], row["created_at"])
     db.session.commit()
     return message
 
@@ -244,10 +243,10 @@ def enqueue_batch(
         )
         for n, draft in enumerate(drafts)
     ]
-    marked = suppression_screen.screen(rows, now, batch=True)
+    marked = hooks.screened(rows, now, batch=True)
     try:
         ids = _insert_rows(rows, drafts)
-        suppression_screen.announce([(ids[n], rows[n]) for n in marked], now)
+        hooks.announce([(ids[n], rows[n]) for n in marked], now)
         for pk, draft in zip(ids, drafts, strict=True):
             for upload in draft.attachments:
                 attachments.store(pk, upload)

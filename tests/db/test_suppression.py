@@ -229,7 +229,7 @@ def test_purge_old_removes_only_entries_expired_before_the_cutoff(app):
 
 
 def test_the_retention_purge_removes_entries_expired_long_ago(app):
-    from outbox.ops import retention
+    from outbox.capabilities import retention
 
     now = utcnow()
     listed(A)
