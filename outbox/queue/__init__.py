@@ -20,7 +20,7 @@ from outbox.queue.hooks import (
 )
 from outbox.queue.inserts import insert_row, insert_rows
 from outbox.queue.kinds import build, on_kind
-from outbox.queue.moves import MoveRefused
+from outbox.queue.moves import MoveRefused, write_recipients
 from outbox.queue.outcomes import Finished, record, release_stale
 from outbox.queue.staff import (
     Moved,
@@ -57,4 +57,5 @@ __all__ = [
     "on_recorded", "on_requeue", "on_store", "pause_mailing", "paused_rows", "read_attachments",
     "read_inline", "record", "release", "release_held", "release_stale", "renew", "resend",
     "resend_all_failed", "resend_many", "resume_mailing", "send_again", "send_now",
+    "write_recipients",
 ]  # fmt: skip

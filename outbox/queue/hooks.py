@@ -83,7 +83,9 @@ def of(app: Flask) -> Hooks:
 
 
 def _current() -> Hooks:
-    return of(current_app)
+    """The hooks of the context's app: one look into its extensions (enqueue's hot path)."""
+    found: Hooks | None = current_app.extensions.get(KEY)
+    return found if found is not None else of(current_app)
 
 
 # --- registering, at start ---
@@ -121,7 +123,7 @@ def screened(rows: list[dict[str, Any]], now: datetime, *, batch: bool = False) 
     marked: set[int] = set()
     for screen in _current().screens:
         marked.update(screen(rows, now, batch=batch))
-    return sorted(marked)
+    return sorted(marked) if marked else []
 
 
 def announce(stored: Sequence[tuple[int, dict[str, Any]]], now: datetime) -> None:
