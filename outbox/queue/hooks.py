@@ -48,7 +48,7 @@ class Written:
     # Each with the error written for it (a last deferral's names the attempts given up
     # after), in the order the UPDATEs wrote them.
     errors: Sequence[tuple["Finished", str | None]]
-    statuses: Mapping[int, Status]  # the new status of each message written; a claim lost: none
+    statuses: Mapping[int, Status]  # each message written, its new status; a claim lost: left out
 
 
 # An outcome group written; a dead worker's claim taken back (pk, Message-ID, new status,
