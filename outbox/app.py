@@ -17,13 +17,21 @@ from outbox import api, cli, queue, web
 from outbox import config as settings
 from outbox.auth import tokens
 from outbox.capabilities.bounces import store as bounces
+from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.mailings import unsubscribe
 from outbox.capabilities.routes import config as routes_file
+from outbox.capabilities.submission import raw as submission_raw
+from outbox.capabilities.submission import store as submission_store
+from outbox.capabilities.suppression import screen as suppression_screen
+from outbox.capabilities.suppression import smtp as suppression_smtp
+from outbox.capabilities.webhooks import events
 from outbox.core import logs
+from outbox.core.kinds import MessageKind
 from outbox.extensions import mail, migrate
 from outbox.models import drivers
 from outbox.models.db import AUTOCOMMIT, db
 from outbox.ops import metrics, probes
+from outbox.worker import batch
 
 log = logging.getLogger(__name__)
 PACKAGE = Path(__file__).resolve().parent
@@ -75,8 +83,29 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     web.init_app(app)
     app.register_blueprint(unsubscribe.bp)
     cli.register(app)
-    queue.on_recorded(app, bounces.apply_waiting)  # a bounce that came before its send was recorded
+    _queue_hooks(app)
     return app
+
+
+def _queue_hooks(app: Flask) -> None:
+    """What the queue calls as it stores, records and queues again, in the order each point
+    runs its hooks, and who builds and copies each kind of message (outbox.queue.hooks, kinds)."""
+    # A new message: its recipients on the suppression list marked, then their events told.
+    queue.on_store(app, suppression_screen.screen, suppression_screen.announce)
+    # A group of outcomes recorded: recipients refused as unknown (5.1.1) suppressed, then
+    # the webhooks' events; a dead worker's claim taken back: its event.
+    queue.on_outcomes(app, suppression_smtp.suppress_refused)
+    queue.on_outcomes(app, events.recorded)
+    queue.on_lost(app, events.lost)
+    # After those, any new status: a bounce that came before its send was recorded.
+    queue.on_recorded(app, bounces.apply_waiting)
+    # Failed or cancelled messages queued again: their marks brought up to date with the list.
+    queue.on_requeue(app, suppression_screen.restate)
+    queue.on_kind(app, MessageKind.PLAIN, build=batch.plain_mail, send_again=queue.copy_plain)
+    queue.on_kind(app, MessageKind.MAILING, build=mailing_render.prepare,
+                  send_again=mailing_render.send_again)  # fmt: skip
+    queue.on_kind(app, MessageKind.RAW, build=submission_raw.prepare,
+                  send_again=submission_store.copied)  # fmt: skip
 
 
 def instance_folder() -> str | None:

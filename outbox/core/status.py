@@ -1,4 +1,5 @@
-"""The message state machine: statuses, allowed moves, the retry schedule and the claim lease."""
+"""The state machines of messages and mailings (their states and allowed moves), the retry
+schedule and the claim lease."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -47,6 +48,26 @@ def can_move(old: Status, new: Status) -> bool:
 def sources(new: Status) -> tuple[Status, ...]:
     """The statuses from which a message may move to new."""
     return tuple(old for old, targets in MOVES.items() if new in targets)
+
+
+class MailingState(StrEnum):
+    """Where a mailing stands as a whole; its recipients' rows keep their own statuses."""
+
+    OPEN = "open"
+    PAUSED = "paused"
+    CANCELLED = "cancelled"
+
+
+# Every move of a mailing's state (outbox.mailings.control checks each one against this
+# table). Each state may be set again: a second pause, resume or cancel moves the rows
+# a first one left, and is no error.
+MAILING_MOVES: dict[MailingState, frozenset[MailingState]] = {
+    MailingState.OPEN: frozenset({MailingState.OPEN, MailingState.PAUSED, MailingState.CANCELLED}),
+    MailingState.PAUSED: frozenset(
+        {MailingState.PAUSED, MailingState.OPEN, MailingState.CANCELLED}
+    ),
+    MailingState.CANCELLED: frozenset({MailingState.CANCELLED}),
+}
 
 
 def retry_delay(attempts: int, delay: float, backoff: float, max_delay: float) -> float:

@@ -112,6 +112,22 @@ def due_again(now: datetime) -> ColumnElement[Any]:
     return case((MESSAGES.c.send_after > now, MESSAGES.c.send_after), else_=now)
 
 
+def write_recipients(
+    message_id: int,
+    expected: Status | Iterable[Status],
+    entries: list[dict[str, Any]],
+    *,
+    held_by: str | None = None,
+) -> bool:
+    """Write a message's recipients, its status kept, if it is in one of the expected
+    statuses (and, given held_by, still claimed by that worker); in the caller's
+    transaction. Whether it was written."""
+    where = [MESSAGES.c.id == message_id]
+    if held_by is not None:
+        where.append(MESSAGES.c.locked_by == held_by)
+    return changed(guarded(expected, None, *where, recipients=entries)) == 1
+
+
 # --- retention: the two writes of outbox.retention, beside every other UPDATE ---
 def drop_bodies(ids: list[int], now: datetime) -> int:
     """Empty the bodies of these settled messages and mark when; their status stays."""

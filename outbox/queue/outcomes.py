@@ -1,36 +1,19 @@
 """Recording what came of a worker's attempts: the outcomes of its claims, and dead workers'."""
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from flask import Flask, current_app
 from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 
-from outbox.capabilities.suppression.smtp import suppress_refused
-from outbox.capabilities.webhooks import events
 from outbox.core.status import Outcome, Retry, Status
 from outbox.models import REPLY_CHARS, utcnow
 from outbox.models.db import db
+from outbox.queue import hooks
 from outbox.queue.claims import Claim
 from outbox.queue.moves import ATTEMPTS, MESSAGES, changed, guarded
-
-# What a higher layer does when outcomes are recorded: called with each message's new
-# status, in the recording's transaction, before it commits (bounces register at start).
-Hook = Callable[[Mapping[int, Status]], object]
-HOOKS = "outbox.queue.on_recorded"  # the app's hooks, in app.extensions
-
-
-def on_recorded(app: Flask, hook: Hook) -> None:
-    """Have hook run with every group of outcomes the app records."""
-    app.extensions.setdefault(HOOKS, []).append(hook)
-
-
-def _recorded(statuses: Mapping[int, Status]) -> None:
-    for hook in current_app.extensions.get(HOOKS, ()):
-        hook(statuses)
 
 
 @dataclass(frozen=True)
@@ -102,9 +85,8 @@ def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int
     ]
     if attempts:
         db.session.execute(insert(ATTEMPTS), attempts)
-    suppress_refused(finished, recorded)  # suppression: 5.1.1 and the like
-    events.recorded(recorded, ((d, e) for group in moves.values() for d, _, e in group))
-    _recorded(recorded)
+    errors = [(done, error) for group in moves.values() for done, _, error in group]
+    hooks.written(hooks.Written(finished, errors, recorded))  # suppression, events, bounces
     db.session.commit()
     return recorded
 
@@ -259,14 +241,7 @@ def release_stale(lock_timeout: float, now: datetime | None = None) -> int:
                        "smtp_code": None, "error": error, "reply": None,
                        "route": None}  # fmt: skip
             db.session.execute(insert(ATTEMPTS), attempt)
-            events.emit(
-                events.BY_STATUS[new],
-                message_pk=row.id,
-                message_id=row.message_id,
-                text=error,
-                at=now,
-            )
-            _recorded({row.id: new})
+            hooks.lost(row.id, row.message_id, new, error, now)
             count += 1
         db.session.commit()
     db.session.commit()

@@ -1,17 +1,15 @@
 """What staff (and the API) do to one message, to chosen ones or to all failed ones."""
 
-import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from outbox.capabilities.mailings import render as mailing_render
-from outbox.capabilities.suppression import screen as suppression_screen
 from outbox.core.addresses import Kind
 from outbox.core.drafts import Draft
 from outbox.core.status import Status, sources
 from outbox.models import Message, utcnow
 from outbox.models.db import db
+from outbox.queue import hooks, kinds
 from outbox.queue.attachments import read_attachments
 from outbox.queue.moves import MESSAGES, MoveRefused, changed, due_again, guarded, move_one
 from outbox.queue.store import enqueue
@@ -31,7 +29,7 @@ def resend(message_id: int, allowance: int, now: datetime | None = None) -> None
     """
     again = {"next_attempt_at": due_again(now or utcnow()),
              "max_attempts": MESSAGES.c.attempts + allowance}  # fmt: skip
-    if suppression_screen.restate([message_id]):
+    if hooks.requeue([message_id]):
         db.session.commit()
         raise MoveRefused(f"every recipient of message {message_id} is on the suppression list")
     if not move_one(message_id, (Status.FAILED, Status.CANCELLED), Status.QUEUED, **again):
@@ -50,7 +48,7 @@ def send_now(message_id: int, now: datetime | None = None) -> None:
 
 def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
     """Queue every failed message again but those with no one left to send to; how many."""
-    nobody = suppression_screen.restate(None)
+    nobody = hooks.requeue(None)
     stmt = guarded(Status.FAILED, Status.QUEUED, MESSAGES.c.id.not_in(nobody),
                    next_attempt_at=due_again(now or utcnow()),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
@@ -60,17 +58,19 @@ def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
 
 
 def send_again(message_id: int, source: str, max_attempts: int) -> Message:
-    """A new queued message with the content and attachments of a sent one."""
+    """A new queued message with the content and attachments of a sent one, copied as its
+    kind copies (queue.kinds)."""
     old = db.session.get(Message, message_id)
     if old is None or old.status != Status.SENT.value:
         raise MoveRefused(f"message {message_id} is not sent")
     if old.bodies_dropped_at is not None:  # retention dropped what would be sent
         raise MoveRefused(f"message {message_id} has no bodies any more (retention)")
-    if old.raw_size is not None:  # submission: the same bytes, a new Message-ID
-        from outbox.capabilities.submission.store import copied
+    return kinds.handling(old).send_again(old, source, max_attempts)
 
-        return copied(old, source, max_attempts)
-    draft = Draft(
+
+def draft_of(old: Message) -> Draft:
+    """A stored message as the draft it was queued from: its columns and attachments."""
+    return Draft(
         from_addr=old.sender,
         to=old.recipients_of(Kind.TO),
         cc=old.recipients_of(Kind.CC),
@@ -81,12 +81,14 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
         html=old.html_body,
         headers=dict(old.headers or {}),
         priority=old.priority,
-        attachments=read_attachments(message_id),
+        attachments=read_attachments(old.id),
         metadata=dict(old.meta or {}),
     )
-    if old.mailing_id:  # mailings: a recipient's copy is its mail as rendered
-        draft = dataclasses.replace(draft, **mailing_render.copied(old))
-    return enqueue(draft, source=source, max_attempts=max_attempts, resent_from=message_id)[0]
+
+
+def copy_plain(old: Message, source: str, max_attempts: int) -> Message:
+    """Send again for a message written from its columns: the same draft, queued anew."""
+    return enqueue(draft_of(old), source=source, max_attempts=max_attempts, resent_from=old.id)[0]
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ def cancel_many(message_ids: Collection[int]) -> Moved:
 def resend_many(message_ids: Collection[int], allowance: int, now: datetime | None = None) -> Moved:
     """Queue those of the chosen messages that are failed or cancelled again; commit."""
     ids = set(message_ids)
-    nobody = suppression_screen.restate(ids)
+    nobody = hooks.requeue(ids)
     stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED,
                    MESSAGES.c.id.in_(ids - nobody), next_attempt_at=now or utcnow(),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip

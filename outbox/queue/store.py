@@ -7,20 +7,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import insert, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from outbox.capabilities.suppression import screen as suppression_screen
 from outbox.core.addresses import Mailbox, a_label, stored
 from outbox.core.checks import Upload
 from outbox.core.drafts import Draft
 from outbox.core.status import Status
 from outbox.models import Message, utcnow
 from outbox.models.db import AUTOCOMMIT, db
-from outbox.queue import attachments, direct
-from outbox.queue.moves import MESSAGES
-
-INSERT_MESSAGE = insert(MESSAGES)
+from outbox.queue import attachments, hooks
+from outbox.queue.inserts import insert_alone, insert_groups, insert_row
 
 
 def enqueue(
@@ -48,7 +45,7 @@ def enqueue(
         request_hash=draft.fingerprint() if idempotency_key else None,
         resent_from=resent_from,
     )
-    marked = suppression_screen.screen([row], now)
+    marked = hooks.screened([row], now)  # suppression marks its recipients
     try:
         if draft.attachments or marked or AUTOCOMMIT not in db.engines:
             message = _insert_with_attachments(row, draft.attachments, bool(marked))
@@ -65,10 +62,8 @@ def enqueue(
     return message, True
 
 
-# Core INSERTs: not the ORM's unit of work (a third less CPU per message), nor
-# Session.execute's ORM layer (a tenth less again). The Message returned is never added
-# to a session, so it keeps what it holds and answering about it needs no further trip
-# to the database.
+# The Message returned is never added to a session (queue.inserts writes the row), so it
+# keeps what it holds and answering about it needs no further trip to the database.
 
 
 def _as_stored(pk: int, row: dict[str, object]) -> Message:
@@ -88,14 +83,11 @@ def _insert_with_attachments(
 ) -> Message:
     """The row and its attachments (and, marked, its suppressed recipients' events) in the
     session's transaction, committed."""
-    result = db.session.connection().execute(INSERT_MESSAGE, row)
-    key = result.inserted_primary_key
-    assert key is not None  # a single-row INSERT always has one
-    message = _as_stored(key[0], row)
+    message = _as_stored(insert_row(row), row)
     for upload in uploads:
         attachments.store(message.id, upload)
     if marked:
-        suppression_screen.announce([(message.id, row)], row["created_at"])
+        hooks.announce([(message.id, row)], row["created_at"])
     db.session.commit()
     return message
 
@@ -105,7 +97,7 @@ def _insert_alone(row: dict[str, object]) -> Message:
 
     Straight through the driver (queue.direct): the API's single messages all come here.
     """
-    return _as_stored(direct.insert_row(db.engines[AUTOCOMMIT], MESSAGES, row), row)
+    return _as_stored(insert_alone(row), row)
 
 
 # A batch's messages keep the request's Idempotency-Key with their place in the batch
@@ -183,8 +175,8 @@ def _listed_size(draft: Draft) -> int:
     return sum(len(m.address) + len(m.name) + 40 for m in listed)
 
 
-def _row_groups(rows: list[dict[str, object]], drafts: Sequence[Draft]) -> Iterable[range]:
-    """Index ranges of rows that go in one INSERT each."""
+def _row_groups(drafts: Sequence[Draft]) -> Iterable[range]:
+    """Index ranges of the drafts' rows that go in one INSERT each."""
     start, weight = 0, 0
     for index, draft in enumerate(drafts):
         size = len(draft.text or "") + len(draft.html or "") + _listed_size(draft)
@@ -194,26 +186,6 @@ def _row_groups(rows: list[dict[str, object]], drafts: Sequence[Draft]) -> Itera
         weight += size
     if start < len(drafts):
         yield range(start, len(drafts))
-
-
-def _insert_rows(rows: list[dict[str, object]], drafts: Sequence[Draft]) -> list[int]:
-    """INSERT the rows, a group per statement; their new ids in the rows' order."""
-    ids: dict[str, int] = {}
-    table = MESSAGES
-    returning = db.engine.dialect.insert_executemany_returning
-    for group in _row_groups(rows, drafts):
-        part = [rows[i] for i in group]
-        if returning:  # insertmanyvalues: multi-row INSERT ... RETURNING
-            stmt = insert(table).returning(table.c.id, table.c.message_id)
-            found = db.session.execute(stmt, part)
-        else:  # MySQL has no RETURNING: find the rows by their unique Message-IDs
-            db.session.execute(insert(table), part)
-            wanted = [row["message_id"] for row in part]
-            found = db.session.execute(
-                select(table.c.id, table.c.message_id).where(table.c.message_id.in_(wanted))
-            )
-        ids.update({message_id: pk for pk, message_id in found})
-    return [ids[str(row["message_id"])] for row in rows]
 
 
 def enqueue_batch(
@@ -244,10 +216,10 @@ def enqueue_batch(
         )
         for n, draft in enumerate(drafts)
     ]
-    marked = suppression_screen.screen(rows, now, batch=True)
+    marked = hooks.screened(rows, now, batch=True)
     try:
-        ids = _insert_rows(rows, drafts)
-        suppression_screen.announce([(ids[n], rows[n]) for n in marked], now)
+        ids = insert_groups(rows, _row_groups(drafts))
+        hooks.announce([(ids[n], rows[n]) for n in marked], now)
         for pk, draft in zip(ids, drafts, strict=True):
             for upload in draft.attachments:
                 attachments.store(pk, upload)

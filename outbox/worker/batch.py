@@ -14,9 +14,7 @@ from outbox import queue
 from outbox.capabilities import routes, throttle
 from outbox.capabilities.bounces import verp
 from outbox.capabilities.dkim import keyring
-from outbox.capabilities.mailings import render as mailings
 from outbox.capabilities.routes import health
-from outbox.capabilities.submission import raw
 from outbox.core import deliveries
 from outbox.core.status import Lease, Outcome, Retry, Status
 from outbox.mail import mime
@@ -29,6 +27,19 @@ from outbox.worker.connections import Pools
 from outbox.worker.tally import Tally
 
 log = logging.getLogger("outbox.worker")
+
+
+def plain_mail(row: Any) -> Sendable:
+    """A claimed row written from its columns, with its attachments, as a signed mail (the
+    builder of plain messages, queue.kinds)."""
+    attachments = []
+    if row.attachment_count:
+        attachments = queue.read_attachments(row.id, row.attachment_count)
+        db.session.commit()
+    mail = mime.prepare(row, attachments)
+    # a fault reading the DKIM keys is not the row's: outside BuildError
+    mail.signers = keyring.signers_for(row.from_addr)
+    return mail
 
 
 def through_outage(write: Callable[..., Any], *args: Any) -> Any:
@@ -179,19 +190,7 @@ class BatchSender:
         """A claimed message made ready for SMTP, or its failure if it cannot be."""
         row = claim.mail  # the claim that outlives the send does not hold the mail
         try:
-            attachments = []
-            if row.attachment_count and not row.mailing_id:
-                attachments = queue.read_attachments(row.id, row.attachment_count)
-                db.session.commit()
-            mail: Sendable
-            if row.raw_size is not None:  # submission: the mail as it came
-                mail = raw.prepare(row)
-            elif row.mailing_id:  # mailings: rendered from its mailing
-                mail = mailings.prepare(row)
-            else:
-                mail = mime.prepare(row, attachments)
-                # a fault reading the DKIM keys is not the row's: outside BuildError
-                mail.signers = keyring.signers_for(row.from_addr)
+            mail = queue.build(row)  # as its kind makes it (queue.kinds)
             if not mail.pending:  # every one left was suppressed since it was queued
                 error = "every recipient still to be sent to is on the suppression list"
                 return queue.Finished(claim, Outcome.FAILED, utcnow(), None, error)

@@ -6,8 +6,8 @@ import pytest
 import sqlalchemy as sa
 
 from outbox.models import Message, utcnow
-from outbox.models.db import db
-from outbox.queue import store
+from outbox.models.db import AUTOCOMMIT, db
+from outbox.queue import direct, inserts, store
 from tests.support.app import draft as make_draft
 
 # The autocommit engine it runs on exists on database servers only.
@@ -31,25 +31,25 @@ def test_the_direct_insert_stores_the_row_a_core_insert_stores(app):
                        send_after=utcnow() + timedelta(minutes=5))  # fmt: skip
     row = store.message_row(draft, utcnow(), source="test", max_attempts=3,
                              idempotency_key="k1", request_hash="h")  # fmt: skip
-    engine = db.engines[store.AUTOCOMMIT]
-    direct = store.direct.insert_row(engine, store.MESSAGES, row)
+    engine = db.engines[AUTOCOMMIT]
+    alone = direct.insert_row(engine, inserts.MESSAGES, row)
     twin = {**row, "message_id": row["message_id"].replace("<", "<t"), "idempotency_key": "k2"}
     with engine.connect() as conn:
-        core = conn.execute(store.INSERT_MESSAGE, twin).inserted_primary_key[0]
-    table = store.MESSAGES
+        core = conn.execute(inserts.INSERT_MESSAGE, twin).inserted_primary_key[0]
+    table = inserts.MESSAGES
     columns = [c for c in table.c if c.name not in ("id", "message_id", "idempotency_key")]
-    query = sa.select(table.c.id, *columns).where(table.c.id.in_([direct, core]))
+    query = sa.select(table.c.id, *columns).where(table.c.id.in_([alone, core]))
     stored = {pk: tuple(r) for pk, *r in db.session.execute(query)}
-    assert stored[direct] == stored[core]
-    assert fresh(direct).recipients == row["recipients"]
+    assert stored[alone] == stored[core]
+    assert fresh(alone).recipients == row["recipients"]
 
 
 def test_a_direct_insert_that_breaks_a_constraint_raises_sqlalchemys_error(app):
     draft = make_draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text="hi")
     row = store.message_row(draft, utcnow(), source="test", max_attempts=3)
-    store.direct.insert_row(db.engines[store.AUTOCOMMIT], store.MESSAGES, row)
+    direct.insert_row(db.engines[AUTOCOMMIT], inserts.MESSAGES, row)
     with pytest.raises(sa.exc.IntegrityError):  # the same Message-ID again
-        store.direct.insert_row(db.engines[store.AUTOCOMMIT], store.MESSAGES, row)
+        direct.insert_row(db.engines[AUTOCOMMIT], inserts.MESSAGES, row)
 
 
 def test_a_direct_insert_that_cannot_connect_raises_sqlalchemys_error(app):
@@ -59,6 +59,6 @@ def test_a_direct_insert_that_cannot_connect_raises_sqlalchemys_error(app):
     nowhere = sa.create_engine(db.engine.url.set(host="127.0.0.1", port=1))
     try:
         with pytest.raises(sa.exc.OperationalError):
-            store.direct.insert_row(nowhere, store.MESSAGES, row)
+            direct.insert_row(nowhere, inserts.MESSAGES, row)
     finally:
         nowhere.dispose()

@@ -12,6 +12,7 @@ from outbox.auth import tokens
 from outbox.capabilities.mailings import control
 from outbox.models import Message, utcnow
 from outbox.models.db import db
+from outbox.queue import waiting
 from outbox.worker import Tally, Worker
 from tests.support.mailing_helpers import MAILINGS, auth, body, post, rows_of
 from tests.support.metrics import samples, value
@@ -35,7 +36,7 @@ def act(client, token: str, mailing_id: int, action: str):  # type: ignore[no-un
 def test_pause_holds_waiting_rows_resume_frees_them_and_cancel_ends_them(
     smtp_app, smtp, client, token, monkeypatch
 ):
-    monkeypatch.setattr(control, "CHUNK", 7)  # several chunks, each its own transaction
+    monkeypatch.setattr(waiting, "CHUNK", 7)  # several chunks, each its own transaction
     mailing_id = post(client, token, body(people(0, 20))).get_json()["id"]
     claimed = queue.claim_batch("other-worker", 3)  # in flight when the pause comes
     paused = act(client, token, mailing_id, "pause")
@@ -82,6 +83,20 @@ def test_progress_counts_each_status_and_the_bounced_in_one_query(client, token)
     assert found[mailing_id] == {"queued": 2, "sending": 0, "sent": 2, "deferred": 1,
                                  "failed": 1, "bounced": 1, "cancelled": 0}  # fmt: skip
     assert sum(found[999].values()) == 0
+
+
+@pytest.mark.all_databases
+def test_each_move_may_be_asked_again_and_moves_nothing_more(client, token):
+    mailing_id = post(client, token, body(people(0, 4))).get_json()["id"]
+    actions = ("resume", "pause", "pause", "resume", "resume", "cancel", "cancel")
+    asked = [act(client, token, mailing_id, action).get_json() for action in actions]
+    assert [(a["state"], a["moved"]) for a in asked] == [
+        ("open", 0), ("paused", 4), ("paused", 0), ("open", 4), ("open", 0),
+        ("cancelled", 4), ("cancelled", 0),
+    ]  # fmt: skip
+    refused = act(client, token, mailing_id, "resume")
+    assert refused.status_code == 409
+    assert refused.get_json()["error"] == "the mailing is cancelled, not paused or open"
 
 
 def test_a_paused_send_after_mailing_resumes_at_its_send_after(client, token):

@@ -2,13 +2,16 @@
 
 from datetime import datetime, timedelta
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from outbox.core.status import (
     CLAIMABLE,
+    MAILING_MOVES,
     WATCHDOG_LATENESS,
     Lease,
+    MailingState,
     Retry,
     Status,
     can_move,
@@ -35,6 +38,28 @@ def test_sent_is_final():
 def test_resend_and_cancel_sources():
     assert set(sources(Status.CANCELLED)) == {Status.QUEUED, Status.DEFERRED}
     assert {Status.FAILED, Status.CANCELLED} <= set(sources(Status.QUEUED))
+
+
+def test_a_cancelled_mailing_stays_cancelled():
+    assert MAILING_MOVES[MailingState.CANCELLED] == {MailingState.CANCELLED}
+
+
+def test_a_mailing_pauses_resumes_and_cancels_and_may_be_told_twice():
+    open_, paused, cancelled = MailingState.OPEN, MailingState.PAUSED, MailingState.CANCELLED
+    assert MAILING_MOVES[open_] == {open_, paused, cancelled}
+    assert MAILING_MOVES[paused] == {paused, open_, cancelled}
+    assert set(MAILING_MOVES) == set(MailingState)
+
+
+def test_a_mailing_move_outside_the_table_is_never_made():
+    from outbox.capabilities.mailings.control import guarded
+
+    with pytest.raises(ValueError, match=r"\('cancelled', 'open'\)"):
+        guarded((MailingState.PAUSED, MailingState.CANCELLED), MailingState.OPEN, 1)
+    with pytest.raises(ValueError, match="none named"):
+        guarded((), MailingState.OPEN, 1)
+    stmt = guarded((MailingState.OPEN, MailingState.PAUSED), MailingState.PAUSED, 7)
+    assert "state IN" in str(stmt) and stmt.compile().params["state"] == "paused"
 
 
 def test_backoff_grows_and_is_capped():

@@ -1,75 +1,64 @@
-"""A mailing as a whole: pause, resume and cancel its waiting rows, and count its progress.
+"""A mailing as a whole: pause, resume and cancel it, and count its progress.
 
-Each first writes the mailing's state and commits it, then moves its rows a chunk at a
-time, each chunk a guarded UPDATE (queue.moves.guarded) of its own short transaction: no
-transaction holds 100,000 row locks, and a worker's claim waits at most for one chunk.
-An append (intake.append) holds the mailing's row lock until it commits, so the rows it
-adds are either moved here too or added in the new state.
+Each first writes the mailing's state (a move of status.MAILING_MOVES, guarded by the
+state it expects) and commits it, then has the queue move its waiting rows, a chunk per
+transaction (queue.waiting). An append (intake.append) holds the mailing's row lock until
+it commits, so the rows it adds are either moved here too or added in the new state.
 """
 
-from collections.abc import Callable
+from collections.abc import Iterable
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
-from sqlalchemy import Integer, Table, Text, and_, case, func, select
+from sqlalchemy import Integer, Table, Text, Update, case, func, select, update
 from sqlalchemy import cast as sql_cast
 
-from outbox.capabilities.mailings.intake import CANCELLED, OPEN, PAUSED, Refusal
-from outbox.capabilities.mailings.recipients import PAUSED_UNTIL
-from outbox.core.status import CLAIMABLE, Status
-from outbox.models import Mailing, Message, utcnow
+from outbox import queue
+from outbox.capabilities.mailings.intake import Refusal
+from outbox.core.status import MAILING_MOVES, MailingState
+from outbox.models import Mailing
 from outbox.models.db import db
-from outbox.queue.moves import MESSAGES, changed, due_again, guarded
+from outbox.queue.moves import MESSAGES, changed
 
 MAILINGS = cast(Table, Mailing.__table__)
-CHUNK = 2_000  # rows a transaction moves
+OPEN, PAUSED, CANCELLED = MailingState.OPEN, MailingState.PAUSED, MailingState.CANCELLED
 # What the progress counts: each status, and bounced among the sent.
 COUNTED = ("queued", "sending", "sent", "deferred", "failed", "bounced", "cancelled")
 
 
-def _set_state(mailing_id: int, allowed: tuple[str, ...], state: str) -> None:
+def guarded(old: Iterable[MailingState], new: MailingState, mailing_id: int) -> Update:
+    """The UPDATE that moves a mailing in one of the old states to new.
+
+    As queue.moves.guarded for a message: each move is checked against
+    status.MAILING_MOVES when the statement is made, and the WHERE names the states the
+    row must be in.
+    """
+    olds = tuple(old)
+    refused = [(o.value, new.value) for o in olds if new not in MAILING_MOVES[o]]
+    if not olds or refused:
+        raise ValueError(f"moves not in status.MAILING_MOVES: {refused or 'none named'}")
+    c = MAILINGS.c
+    expected = c.state.in_([o.value for o in olds])
+    return update(MAILINGS).where(c.id == mailing_id, expected).values(state=new.value)
+
+
+def _set_state(mailing_id: int, allowed: tuple[MailingState, ...], state: MailingState) -> None:
     """Write the mailing's new state and commit; Refusal if it is not in an allowed one."""
-    mailing = db.session.get(Mailing, mailing_id, with_for_update=True)
-    if mailing is None:
-        db.session.rollback()
-        raise Refusal(404, f"no mailing {mailing_id}")
-    if mailing.state not in allowed:
-        found = mailing.state
-        db.session.rollback()
-        raise Refusal(409, f"the mailing is {found}, not {' or '.join(allowed)}", state=found)
-    mailing.state = state
-    db.session.commit()
-
-
-def _in_chunks(mailing_id: int, where: Any, move: Callable[[list[int]], int]) -> int:
-    """Apply move to the ids of the mailing's rows matching where, a chunk per commit."""
-    c, last, total = MESSAGES.c, 0, 0
-    while True:
-        chosen = select(c.id).where(c.mailing_id == mailing_id, c.id > last, where)
-        ids = list(db.session.scalars(chosen.order_by(c.id).limit(CHUNK)))
-        if not ids:
-            db.session.commit()
-            return total
-        total += move(ids)
+    if changed(guarded(allowed, state, mailing_id)) == 1:
         db.session.commit()
-        last = ids[-1]
-
-
-def _waiting(*more: Any) -> Any:
-    """The mailing's rows a worker may still claim, and any further condition."""
-    return and_(MESSAGES.c.status.in_([s.value for s in CLAIMABLE]), *more)
+        return
+    found = db.session.scalar(select(MAILINGS.c.state).where(MAILINGS.c.id == mailing_id))
+    db.session.rollback()
+    if found is None:
+        raise Refusal(404, f"no mailing {mailing_id}")
+    named = " or ".join(a.value for a in allowed)
+    raise Refusal(409, f"the mailing is {found}, not {named}", state=found)
 
 
 def pause(mailing_id: int) -> int:
     """Keep the mailing's waiting rows from being claimed; rows already claimed finish."""
     _set_state(mailing_id, (OPEN, PAUSED), PAUSED)
-    c = MESSAGES.c
-    held = c.next_attempt_at != PAUSED_UNTIL
-
-    def move(ids: list[int]) -> int:
-        return changed(guarded(CLAIMABLE, None, c.id.in_(ids), next_attempt_at=PAUSED_UNTIL))
-
-    return _in_chunks(mailing_id, _waiting(held), move)
+    return queue.pause_mailing(mailing_id)
 
 
 def resume(mailing_id: int, now: datetime | None = None) -> int:
@@ -78,23 +67,13 @@ def resume(mailing_id: int, now: datetime | None = None) -> int:
     A deferred row's retry time is not kept: it is tried at once.
     """
     _set_state(mailing_id, (PAUSED, OPEN), OPEN)
-    c, due = MESSAGES.c, due_again(now or utcnow())
-
-    def move(ids: list[int]) -> int:
-        paused = c.next_attempt_at == PAUSED_UNTIL
-        return changed(guarded(CLAIMABLE, None, c.id.in_(ids), paused, next_attempt_at=due))
-
-    return _in_chunks(mailing_id, _waiting(c.next_attempt_at == PAUSED_UNTIL), move)
+    return queue.resume_mailing(mailing_id, now)
 
 
 def cancel(mailing_id: int) -> int:
     """Cancel every waiting row of the mailing; rows already claimed finish. How many."""
     _set_state(mailing_id, (OPEN, PAUSED, CANCELLED), CANCELLED)
-
-    def move(ids: list[int]) -> int:
-        return changed(guarded(CLAIMABLE, Status.CANCELLED, MESSAGES.c.id.in_(ids)))
-
-    return _in_chunks(mailing_id, _waiting(), move)
+    return queue.cancel_mailing(mailing_id)
 
 
 def progress(mailing_ids: list[int]) -> dict[int, dict[str, int]]:
@@ -116,7 +95,4 @@ def progress(mailing_ids: list[int]) -> dict[int, dict[str, int]]:
 
 def paused_rows(mailing_id: int) -> int:
     """How many of the mailing's waiting rows are held by its pause."""
-    stmt = select(func.count()).where(
-        Message.mailing_id == mailing_id, _waiting(MESSAGES.c.next_attempt_at == PAUSED_UNTIL)
-    )
-    return int(db.session.scalar(stmt) or 0)
+    return queue.paused_rows(mailing_id)

@@ -18,12 +18,13 @@ from outbox.capabilities.mailings import head as heads
 from outbox.capabilities.mailings.head import Head, Invalid
 from outbox.capabilities.mailings.recipients import MAX_RECIPIENTS, Writer, inserted
 from outbox.capabilities.mailings.stream import Malformed, Spool, read
+from outbox.core.status import MailingState
 from outbox.models import Mailing, MailingAttachment, MailingAttachmentChunk, utcnow
 from outbox.models.db import db
 from outbox.models.types import CHUNK_BYTES
 
 MAILINGS = cast(Table, Mailing.__table__)
-OPEN, PAUSED, CANCELLED = "open", "paused", "cancelled"
+OPEN, PAUSED, CANCELLED = MailingState.OPEN, MailingState.PAUSED, MailingState.CANCELLED
 APPEND_ONLY = "is not a field of an append (only recipients)"
 __all__ = ["Malformed", "Refusal", "append", "create"]
 
@@ -79,7 +80,7 @@ def _mailing_row(head: Head, source: str, key: str | None, now: datetime) -> dic
         "subject": draft.subject, "text_body": draft.text, "html_body": draft.html,
         "headers": draft.headers or None, "priority": draft.priority,
         "send_after": draft.send_after, "unsubscribe_url": head.unsubscribe_url,
-        "state": OPEN, "recipient_count": 0, "attachment_count": len(draft.attachments),
+        "state": OPEN.value, "recipient_count": 0, "attachment_count": len(draft.attachments),
         "created_at": now, "source": source, "idempotency_key": key,
     }  # fmt: skip
 

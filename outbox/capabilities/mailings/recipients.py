@@ -1,8 +1,9 @@
 """A mailing's recipients: each checked, then stored as a message row, a chunk per INSERT.
 
 A recipient row holds its address and fields; its subject and bodies stay empty, and a
-worker renders them from the mailing at send time (outbox.mailings.render). Rows are
-inserted in the caller's transaction, so a request's recipients are stored all or none.
+worker renders them from the mailing at send time (outbox.mailings.render). The queue
+inserts the rows (queue.insert_rows), in the caller's transaction, so a request's
+recipients are stored all or none.
 """
 
 import json
@@ -11,7 +12,6 @@ from datetime import datetime
 from typing import Any
 
 from flask import current_app
-from sqlalchemy import insert
 
 from outbox.capabilities.mailings import unsubscribe
 from outbox.capabilities.mailings.head import Head
@@ -20,7 +20,7 @@ from outbox.capabilities.suppression import screen
 from outbox.core.addresses import LINE_BREAK, LINE_BREAK_ERROR, parse
 from outbox.core.checks import UNSTORABLE_ERROR, unstorable
 from outbox.models.db import db
-from outbox.queue.moves import MESSAGES
+from outbox.queue import PAUSED_UNTIL, insert_row, insert_rows
 from outbox.queue.store import message_row, msgid_domain
 
 MAX_RECIPIENTS = 100_000  # in one request
@@ -28,9 +28,6 @@ CHUNK_ROWS = 2_000  # rows per INSERT: a recipient row is a few hundred bytes
 FIELDS_BYTES = 16_384  # one recipient's fields as JSON
 MAX_ERRORS = 100  # errors named in one answer; checking stops there
 KEYS = frozenset({"email", "name", "fields"})
-# A paused mailing's waiting rows are due at this time, out of every claim's reach, and due
-# again when it resumes (outbox.mailings.control).
-PAUSED_UNTIL = datetime(9999, 1, 1)
 
 
 def _checked(item: Any, allowed: frozenset[str]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
@@ -67,7 +64,7 @@ def _checked(item: Any, allowed: frozenset[str]) -> tuple[dict[str, Any], list[t
 
 
 def inserted(stmt: Any, values: dict[str, Any]) -> int:
-    """Run a one-row INSERT in the session's transaction; the new row's id."""
+    """Run a one-row INSERT of a mailing's own in the session's transaction; the new row's id."""
     key = db.session.connection().execute(stmt, values).inserted_primary_key
     assert key is not None  # a single-row INSERT always has one
     return int(key[0])
@@ -170,8 +167,8 @@ class Writer:
         # Rows with a suppressed recipient one at a time, for the ids their events name.
         plain = [row for n, row in enumerate(rows) if n not in marked]
         if plain:
-            db.session.execute(insert(MESSAGES), plain)
+            insert_rows(plain)
         announced = []
         for n in marked:
-            announced.append((inserted(insert(MESSAGES), rows[n]), rows[n]))
+            announced.append((insert_row(rows[n]), rows[n]))
         screen.announce(announced, self.now)

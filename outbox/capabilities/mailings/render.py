@@ -1,4 +1,5 @@
-"""A mailing's recipient row as a mail, rendered at send time (worker._prepare calls prepare).
+"""A mailing's recipient row as a mail, rendered at send time: the builder and the Send
+again of mailing messages (queue.kinds; outbox.app registers prepare and send_again).
 
 Compiled templates are kept per process, per mailing (templates.Cache, CACHE_SIZE
 mailings). Attachments are kept for one mailing at a time and only up to
@@ -6,6 +7,7 @@ ATTACHMENT_CACHE_BYTES in all: a worker holds at most that much of them beside t
 it is sending, never a batch's.
 """
 
+import dataclasses
 import io
 import threading
 from dataclasses import dataclass
@@ -29,7 +31,7 @@ from outbox.core.checks import Upload
 from outbox.mail import mime
 from outbox.models import Mailing, MailingAttachment, MailingAttachmentChunk, Message
 from outbox.models.db import db
-from outbox.queue.attachments import Damaged
+from outbox.queue import Damaged, draft_of, enqueue
 
 ATTACHMENT_CACHE_BYTES = 32 * 1024 * 1024
 ONE_CLICK = "List-Unsubscribe=One-Click"  # RFC 8058's List-Unsubscribe-Post value
@@ -159,3 +161,9 @@ def copied(message: Message) -> dict[str, Any]:
     found = attachments(message.mailing_id or 0, count) if count else []
     return {"subject": texts["subject"] or "", "text": texts["text"], "html": texts["html"],
             "headers": headers, "attachments": list(found)}  # fmt: skip
+
+
+def send_again(old: Message, source: str, max_attempts: int) -> Message:
+    """A sent recipient row queued again as a message of its own, its mail as rendered."""
+    draft = dataclasses.replace(draft_of(old), **copied(old))
+    return enqueue(draft, source=source, max_attempts=max_attempts, resent_from=old.id)[0]

@@ -34,7 +34,7 @@ from outbox.core.checks import oversize
 from outbox.core.status import Status
 from outbox.models import CHUNK_BYTES, Message, RawChunk, utcnow
 from outbox.models.db import db
-from outbox.queue.moves import MESSAGES
+from outbox.queue import insert_row
 from outbox.queue.store import msgid_domain
 
 MAX_LINE = 998  # octets before CRLF (RFC 5322 2.1.1)
@@ -276,9 +276,7 @@ def _stored(row: dict[str, Any], raw: bytes, now: datetime) -> Queued:
     except screen.Rejected as exc:
         raise Refused(550, "5.7.1", str(exc)) from None
     try:
-        key = db.session.connection().execute(insert(MESSAGES), row).inserted_primary_key
-        assert key is not None  # a single-row INSERT always has one
-        pk = key[0]
+        pk = insert_row(row)
         for seq, start in enumerate(range(0, len(raw), CHUNK_BYTES)):
             chunk = {"message_pk": pk, "seq": seq, "data": raw[start : start + CHUNK_BYTES]}
             db.session.connection().execute(INSERT_RAW, chunk)

@@ -23,7 +23,7 @@ from outbox.core.deliveries import State, pending
 from outbox.core.status import Status
 from outbox.models import Message
 from outbox.models.db import db
-from outbox.queue.moves import changed, guarded
+from outbox.queue import write_recipients
 
 MESSAGES = cast(Table, Message.__table__)
 SUPPRESSED = State.SUPPRESSED.value
@@ -139,9 +139,8 @@ def restate(ids: Collection[int] | None) -> set[int]:
     for pk, entries in rows:
         lifted = [_lifted(entry, found) for entry in entries]
         now_marked, _ = _marked(lifted, found)
-        if now_marked != entries:
-            kept = (Status.FAILED, Status.CANCELLED)  # not a move: the status stays
-            db.session.execute(guarded(kept, None, c.id == pk, recipients=now_marked))
+        if now_marked != entries:  # not a move: the status stays
+            write_recipients(pk, (Status.FAILED, Status.CANCELLED), now_marked)
         if not pending(now_marked):
             nobody.add(pk)
     return nobody
@@ -165,12 +164,11 @@ def at_send(claims: list[Any], now: datetime) -> list[Any]:
                       for e in pending(claim.mail.recipients)], now, hot=True)  # fmt: skip
     if not found:
         return claims
-    c, told, screened = MESSAGES.c, [], []
+    told, screened = [], []
     for claim in claims:
         before = list(claim.mail.recipients)
         entries, count = _marked(before, found)
-        held = (c.id == claim.id, c.locked_by == claim.worker_id)
-        if count and changed(guarded(Status.SENDING, None, *held, recipients=entries)):
+        if count and write_recipients(claim.id, Status.SENDING, entries, held_by=claim.worker_id):
             row = SimpleNamespace(**{**claim.mail._mapping, "recipients": entries})
             claim = dataclasses.replace(claim, mail=row)
             told += [events.Event(events.SUPPRESSED, claim.id, str(row.message_id),

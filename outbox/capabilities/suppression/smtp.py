@@ -1,20 +1,20 @@
 """Suppressing from what the SMTP server said: a recipient refused as "no such user" (5.1.1).
 
-Called by queue.outcomes.record for each group of outcomes, before it commits: it looks
-only at the recipients the attempts refused, so a group without such a refusal costs no
-query at all; one with some costs a read of their Message-IDs and the list's writes.
+A hook of queue.record (queue.on_outcomes), run for each group of outcomes before it
+commits: it looks only at the recipients the attempts refused, so a group without such a
+refusal costs no query at all; one with some costs a read of their Message-IDs and the
+list's writes.
 """
 
-from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from sqlalchemy import Table, select
 
 from outbox.capabilities.suppression import add, no_such_user
 from outbox.capabilities.webhooks import events
-from outbox.core.status import Status
 from outbox.models import Message
 from outbox.models.db import db
+from outbox.queue import Written
 
 MESSAGES = cast(Table, Message.__table__)
 
@@ -34,13 +34,13 @@ def _refused(done: Any) -> list[tuple[str, int, str]]:
     return found
 
 
-def suppress_refused(finished: Sequence[Any], recorded: Mapping[int, Status]) -> int:
+def suppress_refused(written: Written) -> int:
     """Suppress the recipients of recorded outcomes refused as unknown, in the caller's
     transaction, with an event each; how many entries are new."""
     refused = {
         done.claim.id: hits
-        for done in finished
-        if done.claim.id in recorded and (hits := _refused(done))
+        for done in written.finished
+        if done.claim.id in written.statuses and (hits := _refused(done))
     }
     if not refused:
         return 0

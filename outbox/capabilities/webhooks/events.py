@@ -1,10 +1,10 @@
 """What happened to messages and recipients, told to the apps through their webhooks.
 
-The kinds and emit()'s signature are the contract the queue, the bounce and the
-suppression code call. An event becomes one row of webhook_deliveries per enabled
-endpoint that takes its kind, written in the caller's transaction (the caller
-commits), so an event is kept exactly when what it tells of is; the workers deliver
-the rows (outbox.webhooks).
+The kinds and emit()'s signature are the contract the bounce and the suppression code
+call; recorded() and lost() are the queue's hooks (registered by outbox.app). An event
+becomes one row of webhook_deliveries per enabled endpoint that takes its kind, written
+in the caller's transaction (the caller commits), so an event is kept exactly when what
+it tells of is; the workers deliver the rows (outbox.webhooks).
 """
 
 import json
@@ -22,6 +22,7 @@ from outbox.core.deliveries import State
 from outbox.core.status import Status
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from outbox.models.db import db
+from outbox.queue import Written
 from outbox.queue.wire import iso
 
 SENT = "message.sent"
@@ -32,7 +33,7 @@ BOUNCED = "recipient.bounced"
 SUPPRESSED = "recipient.suppressed"
 KINDS = (SENT, DEFERRED, FAILED, REFUSED, BOUNCED, SUPPRESSED)
 TEST = "webhook.test"  # an endpoint's "send a test event", to that endpoint alone
-# The event each recorded status tells of (queue.outcomes).
+# The event each recorded status tells of (recorded, lost).
 BY_STATUS = {Status.SENT: SENT, Status.DEFERRED: DEFERRED, Status.FAILED: FAILED}
 # A process that found no enabled endpoint asks again only after this long, so that
 # while webhooks are not in use recording outcomes costs no query at all. An endpoint
@@ -109,19 +110,20 @@ def emit_many(events: Iterable[Event], now: datetime | None = None) -> int:
     return _insert(endpoints, events, now or utcnow())
 
 
-def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str | None]]) -> int:
+def recorded(written: Written) -> int:
     """The events of a group of outcomes queue.record wrote (before it commits).
 
-    outcomes are (Finished, error) pairs, read only when some endpoint takes a kind of
-    them: this costs one small read of the endpoints a group, none while there is no
-    enabled endpoint (NONE_FOR). The Message-IDs are read then, in one query, only for
-    the messages whose event is taken.
+    Its outcomes are read only when some endpoint takes a kind of them: this costs one
+    small read of the endpoints a group, none while there is no enabled endpoint
+    (NONE_FOR). The Message-IDs are read then, in one query, only for the messages whose
+    event is taken.
     """
+    statuses = written.statuses
     endpoints = _enabled()
     kinds = {kind for _, taken in endpoints for kind in taken}
     if not kinds:
         return 0
-    found = [event for done, error in outcomes if done.claim.id in statuses
+    found = [event for done, error in written.errors if done.claim.id in statuses
              for event in _told(done, error, statuses[done.claim.id], kinds)]  # fmt: skip
     if not found:
         return 0
@@ -132,6 +134,11 @@ def recorded(statuses: Mapping[int, Status], outcomes: Iterable[tuple[Any, str |
     events = [replace(event, message_id=rows[event.message_pk].message_id,
                       metadata=rows[event.message_pk].meta or {}) for event in found]  # fmt: skip
     return _insert(endpoints, events, utcnow())
+
+
+def lost(message_pk: int, message_id: str, status: Status, error: str, at: datetime) -> None:
+    """The event of a dead worker's claim taken back (queue.release_stale), before it commits."""
+    emit(BY_STATUS[status], message_pk=message_pk, message_id=message_id, text=error, at=at)
 
 
 def _told(done: Any, error: str | None, status: Status, kinds: set[str]) -> list[Event]:
