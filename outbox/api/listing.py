@@ -133,7 +133,7 @@ def _has(message: Message, filters: Filters) -> bool:
     """Whether a row the SQL found names the recipient asked for, exactly."""
     if filters.recipient is None:
         return True
-    return any(e["address"] == filters.recipient.address for e in message.recipients)
+    return any(e.address == filters.recipient.address for e in message.recipients)
 
 
 def find_page(filters: Filters, before: int | None, limit: int) -> tuple[list[Message], int | None]:

@@ -17,8 +17,9 @@ from outbox.capabilities.mailings import unsubscribe
 from outbox.capabilities.mailings.head import Head
 from outbox.capabilities.mailings.templates import BUILTIN_VARIABLES, TemplateProblem, oversize
 from outbox.capabilities.suppression import screen
-from outbox.core.addresses import LINE_BREAK, LINE_BREAK_ERROR, parse
+from outbox.core.addresses import LINE_BREAK, LINE_BREAK_ERROR, Kind, parse
 from outbox.core.checks import UNSTORABLE_ERROR, unstorable
+from outbox.core.recipients import Recipient
 from outbox.models.db import db
 from outbox.queue.moves import MESSAGES
 from outbox.queue.store import message_row, msgid_domain
@@ -146,8 +147,9 @@ class Writer:
     def _row(self, checked: dict[str, Any]) -> dict[str, Any]:
         """A recipient's message row: the store's, with the body left to the mailing."""
         paused = {"next_attempt_at": PAUSED_UNTIL} if self.paused else {}
+        entry = Recipient(Kind.TO, checked["entry"]["address"], checked["entry"]["name"])
         return message_row(
-            self.head.draft, self.now, domain=self.domain, recipients=[checked["entry"]],
+            self.head.draft, self.now, domain=self.domain, recipients=[entry],
             subject="", text_body=None, html_body=None, headers=None,
             max_attempts=self.max_attempts, source=f"mailing:{self.mailing_id}",
             attachment_count=self.head.attachment_count, mailing_id=self.mailing_id,

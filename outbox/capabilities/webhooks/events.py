@@ -18,7 +18,7 @@ from typing import Any, cast
 from flask import current_app
 from sqlalchemy import Table, insert, select
 
-from outbox.core.deliveries import State
+from outbox.core.recipients import State
 from outbox.core.status import Status
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from outbox.models.db import db
@@ -146,12 +146,12 @@ def _told(done: Any, error: str | None, status: Status, kinds: set[str]) -> list
     if REFUSED in kinds and status is not Status.FAILED:
         attempt, seen = done.claim.attempts + 1, set()
         for entry in done.recipients or ():
-            address = str(entry["address"])
-            if entry.get("state") == State.FAILED.value and entry.get("attempts") == attempt:
+            address = entry.address
+            if entry.state is State.FAILED and entry.attempts == attempt:
                 if address not in seen:
                     seen.add(address)
-                    told.append(Event(REFUSED, pk, None, address, entry.get("code"),
-                                      entry.get("reply"), done.finished_at))  # fmt: skip
+                    told.append(Event(REFUSED, pk, None, address, entry.code, entry.reply,
+                                      done.finished_at))  # fmt: skip
     return told
 
 
