@@ -20,6 +20,7 @@ from sqlalchemy import Table, insert, select
 
 from outbox.core.recipients import State
 from outbox.core.status import Status
+from outbox.core.webhook_status import WebhookStatus
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from outbox.models.db import db
 from outbox.queue.wire import iso
@@ -201,7 +202,8 @@ def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now:
             event = replace(event, metadata=metadata.get(event.message_pk or 0))
         text, event_id = event.body(now), new_event_id()
         rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
-                  "payload": text, "status": "pending", "attempts": 0, "next_attempt_at": now,
+                  "payload": text, "status": WebhookStatus.PENDING.value, "attempts": 0,
+                  "next_attempt_at": now,
                   "created_at": now} for endpoint in wanting]  # fmt: skip
     if rows:
         db.session.execute(insert(DELIVERIES), rows)
