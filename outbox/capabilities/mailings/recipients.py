@@ -64,7 +64,7 @@ def _checked(item: Any, allowed: frozenset[str]) -> tuple[dict[str, Any], list[t
     else:
         errors += [(f"fields.{n}", f"is {BUILTIN_VARIABLES[n]} in the templates, not a field")
                    for n in sorted(BUILTIN_VARIABLES.keys() & fields.keys())]  # fmt: skip
-    return {"entry": entry, "fields": fields}, errors
+    return {"entry": Recipient(Kind.TO, entry["address"], entry["name"]), "fields": fields}, errors
 
 
 def inserted(stmt: Any, values: dict[str, Any]) -> int:
@@ -133,8 +133,8 @@ class Writer:
         """The templates rendered with the values a worker will use: a stand-in token in
         the recipient's own shape, so that a branch on it is taken here as it is there."""
         entry = checked["entry"]
-        values = {**checked["fields"], "email": entry["address"], "name": entry["name"]}
-        values["unsubscribe_token"] = unsubscribe.token(0, entry["address"])
+        values = {**checked["fields"], "email": entry.address, "name": entry.name}
+        values["unsubscribe_token"] = unsubscribe.token(0, entry.address)
         limit = current_app.config["MAX_MESSAGE_BYTES"]
         try:
             texts = self.head.compiled.render(values, limit)
@@ -147,9 +147,8 @@ class Writer:
     def _row(self, checked: dict[str, Any]) -> dict[str, Any]:
         """A recipient's message row: the store's, with the body left to the mailing."""
         paused = {"next_attempt_at": PAUSED_UNTIL} if self.paused else {}
-        entry = Recipient(Kind.TO, checked["entry"]["address"], checked["entry"]["name"])
         return message_row(
-            self.head.draft, self.now, domain=self.domain, recipients=[entry],
+            self.head.draft, self.now, domain=self.domain, recipients=[checked["entry"]],
             subject="", text_body=None, html_body=None, headers=None,
             max_attempts=self.max_attempts, source=f"mailing:{self.mailing_id}",
             attachment_count=self.head.attachment_count, mailing_id=self.mailing_id,
