@@ -17,6 +17,8 @@ from flask import Flask
 from flask_migrate import upgrade
 
 from outbox import create_app
+from outbox.core.addresses import Kind
+from outbox.core.recipients import Recipient
 from outbox.core.status import Status
 from outbox.models import Attempt, Message, utcnow
 from outbox.models.db import db
@@ -115,12 +117,12 @@ def database(url: str, *, recreate: bool) -> None:
         server.dispose()
 
 
-def _addresses(rng: random.Random) -> tuple[list[dict[str, str]], str]:
-    """One or two recipients as the recipients column holds them, and a first name."""
+def _addresses(rng: random.Random) -> tuple[list[Recipient], str]:
+    """One or two recipients for the recipients column, and a first name."""
     first, last = rng.choice(FIRST), rng.choice(LAST)
-    to = [{"kind": "to", "address": f"{first}.{last}@{rng.choice(DOMAINS)}"}]
+    to = [Recipient(Kind.TO, f"{first}.{last}@{rng.choice(DOMAINS)}")]
     if rng.random() < 0.1:
-        to.append({"kind": "to", "address": f"{rng.choice(FIRST)}@{rng.choice(DOMAINS)}"})
+        to.append(Recipient(Kind.TO, f"{rng.choice(FIRST)}@{rng.choice(DOMAINS)}"))
     return to, first.title()
 
 

@@ -24,7 +24,9 @@ import dkim
 from cryptography.hazmat.primitives import serialization
 
 from outbox.capabilities.dkim import keys
+from outbox.core.addresses import Kind
 from outbox.core.checks import Upload
+from outbox.core.recipients import Recipient
 from outbox.mail import mime, signing
 from outbox.mail.rendered import Features
 
@@ -40,7 +42,7 @@ def row(text: str | None, html: str | None) -> SimpleNamespace:
     return SimpleNamespace(
         subject="Your order 4711 has shipped", from_addr="shop@example.com", from_name="Shop",
         reply_to=None, reply_to_name="", text_body=text, html_body=html, headers={},
-        recipients=[{"kind": "to", "address": "ann@example.net", "name": "Ann Example"}],
+        recipients=[Recipient(Kind.TO, "ann@example.net", "Ann Example")],
         message_id="<4711.1@example.com>",
     )  # fmt: skip
 

@@ -241,7 +241,7 @@ def sample_mail(attachment_sizes: list[int]) -> tuple[str, list[str], bytes]:
     rows = next(queued_rows(1))
     row = rows[0]
     mail = EmailMessage(policy=SMTP)
-    recipients = [r["address"] for r in row["recipients"]]
+    recipients = [r.address for r in row["recipients"]]
     mail["From"] = f"{row['from_name']} <{row['from_addr']}>"
     mail["To"], mail["Subject"] = ", ".join(recipients), row["subject"]
     mail["Message-ID"] = row["message_id"]

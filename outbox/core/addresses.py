@@ -97,29 +97,6 @@ def a_label(domain: str) -> str:
         raise ValueError(f"IDNA2008 refuses the domain {domain!r}: {exc}") from None
 
 
-def stored(to: list[Mailbox], cc: list[Mailbox], bcc: list[Mailbox]) -> list[dict[str, str]]:
-    """The recipients column: To, Cc and Bcc in the order given, as {kind, address[, name]}."""
-    return [
-        {"kind": kind, "address": m.address, "name": m.name} if m.name
-        else {"kind": kind, "address": m.address}
-        for kind, listed in ((Kind.TO.value, to), (Kind.CC.value, cc), (Kind.BCC.value, bcc))
-        for m in listed
-    ]  # fmt: skip
-
-
-def from_stored(entry: dict[str, str]) -> Mailbox:
-    """The mailbox of one entry of the recipients column."""
-    return Mailbox(entry["address"], entry.get("name", ""))
-
-
-def by_kind(entries: list[dict[str, str]]) -> dict[Kind, list[Mailbox]]:
-    """The recipients column read back: the mailboxes of To, Cc and Bcc, each in order."""
-    found: dict[Kind, list[Mailbox]] = {kind: [] for kind in Kind}
-    for entry in entries:
-        found[entry["kind"]].append(from_stored(entry))  # type: ignore[index]  # a Kind's value
-    return found
-
-
 def parse(values: Iterable[str], allowed: frozenset[str] = frozenset()) -> list[Mailbox]:
     """The mailboxes of strings that may each hold a comma-separated list; ValueError if bad.
 

@@ -1,9 +1,9 @@
 """Each recipient's own delivery: what one attempt did for it, and what it has come to.
 
-A message's recipients column holds one entry per recipient (addresses.stored). An entry
-settled on its own carries "state" ("sent" or "failed") and the attempts it took; an entry
-refused for now carries the last "code" and "reply" the server gave for it. An entry with
-no "state" is still to be delivered: the next attempt sends to it, and to no one else.
+A message's recipients column holds one Recipient per recipient (core.recipients). An
+entry settled on its own carries a state (sent or failed) and the attempts it took; an
+entry refused for now carries the last code and reply the server gave for it. An entry
+with no state is still to be delivered: the next attempt sends to it, and to no one else.
 
 When the message itself settles, entries without a state take its status: a message is
 sent once every recipient is settled and one was accepted, failed if none was. A failed
@@ -12,25 +12,10 @@ The common attempt, every recipient accepted at once, writes nothing to the colu
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from enum import StrEnum
-from typing import Any
+from dataclasses import dataclass, replace
 
+from outbox.core.recipients import Recipient, State, moved
 from outbox.core.status import Outcome, Status
-
-Entry = dict[str, Any]
-
-
-class State(StrEnum):
-    """Where one recipient stands, as the pages and the API show it."""
-
-    PENDING = "pending"  # not tried yet, or queued again
-    DEFERRED = "deferred"  # refused for now; tried again on the retry schedule
-    SENT = "sent"  # the server took the mail for it
-    FAILED = "failed"  # refused for good, or given up on
-    CANCELLED = "cancelled"  # the message was cancelled before it was delivered
-    BOUNCED = "bounced"  # taken, then returned as undeliverable by a later server
-    SUPPRESSED = "suppressed"  # on the suppression list at enqueue: never sent to
 
 
 @dataclass(frozen=True)
@@ -43,7 +28,6 @@ class Reply:
 
 
 ACCEPTED = Reply(Outcome.SENT, 250, "")  # the server took the mail for the recipient
-PLAIN = frozenset({"kind", "address", "name"})  # the keys of an entry nothing was noted on
 
 
 @dataclass(frozen=True)
@@ -53,16 +37,16 @@ class Settled:
     outcome: Outcome
     code: int | None
     error: str | None
-    recipients: list[Entry] | None  # None: the column stays as it is
+    recipients: list[Recipient] | None  # None: the column stays as it is
 
 
-def pending(entries: list[Entry]) -> list[Entry]:
+def pending(entries: list[Recipient]) -> list[Recipient]:
     """The entries an attempt sends to."""
-    return [entry for entry in entries if "state" not in entry]
+    return [entry for entry in entries if entry.state is None]
 
 
 def settle(
-    entries: list[Entry],
+    entries: list[Recipient],
     replies: Mapping[str, Reply],
     attempts: int,
     max_attempts: int,
@@ -74,31 +58,20 @@ def settle(
     allowed are given up on. said: the attempt's own account, used when every recipient
     it tried met the same end (a refused DATA, a lost connection).
     """
-    if all(r is ACCEPTED for r in replies.values()) and all(e.keys() <= PLAIN for e in entries):
-        if all(str(e["address"]) in replies for e in entries):
+    if all(r is ACCEPTED for r in replies.values()) and all(e.plain for e in entries):
+        if all(e.address in replies for e in entries):
             return Settled(Outcome.SENT, ACCEPTED.code, None, None)  # the common attempt
-    written = [dict(entry) for entry in entries]
-    for entry in written:
-        reply = replies.get(str(entry["address"]))
-        if reply is None or "state" in entry:
-            continue
-        entry.pop("code", None), entry.pop("reply", None)
-        if reply.outcome is Outcome.SENT:
-            entry.update(state=State.SENT.value, attempts=attempts)
-            continue
-        if reply.code is not None:
-            entry["code"] = reply.code
-        entry["reply"] = reply.text
-        if reply.outcome is Outcome.FAILED:
-            entry.update(state=State.FAILED.value, attempts=attempts)
+    written = [_replied(entry, replies.get(entry.address), attempts) for entry in entries]
     waiting, gave_up = pending(written), ""
     if waiting and attempts >= max_attempts:
         gave_up = f" (gave up after {attempts} attempts)"
-        for entry in waiting:
-            given_up = f"{entry.get('reply') or 'not delivered'}{gave_up}"
-            entry.update(state=State.FAILED.value, attempts=attempts, reply=given_up)
+        written = [
+            moved(e, SENDING, State.FAILED, attempts=attempts,
+                  reply=f"{e.reply or 'not delivered'}{gave_up}") if e.state is None else e
+            for e in written
+        ]  # fmt: skip
         waiting = []
-    delivered = [e for e in written if e.get("state") == State.SENT.value]
+    delivered = [e for e in written if e.state is State.SENT]
     if waiting:
         outcome = Outcome.DEFERRED
     else:
@@ -108,23 +81,37 @@ def settle(
     return Settled(outcome, _code(replies, outcome), error, None if final == entries else final)
 
 
-def _compact(entries: list[Entry], outcome: Outcome, attempts: int) -> list[Entry]:
+SENDING = Status.SENDING  # the status of every message an attempt is made for
+
+
+def _replied(entry: Recipient, reply: Reply | None, attempts: int) -> Recipient:
+    """The entry after one attempt's reply for its address (None: not tried)."""
+    if reply is None or entry.state is not None:
+        return entry
+    if reply.outcome is Outcome.SENT:
+        return moved(entry, SENDING, State.SENT, code=None, reply=None, attempts=attempts)
+    if reply.outcome is Outcome.FAILED:
+        return moved(entry, SENDING, State.FAILED, code=reply.code, reply=reply.text,
+                     attempts=attempts)  # fmt: skip
+    return moved(entry, SENDING, State.DEFERRED, code=reply.code, reply=reply.text)
+
+
+def _compact(entries: list[Recipient], outcome: Outcome, attempts: int) -> list[Recipient]:
     """The entries as stored: no state where the message's own status says it.
 
     A failed message keeps no states but "suppressed", so that queuing it again sends to
     all but those on the suppression list (suppression.screen.restate looks again).
     """
-    implied = {Outcome.SENT: State.SENT.value}.get(outcome)
+    implied = State.SENT if outcome is Outcome.SENT else None
     compact = []
     for entry in entries:
-        entry = dict(entry)
-        own = entry.get("state")
-        if (outcome is Outcome.FAILED and own != State.SUPPRESSED.value) or (
-            own == implied and entry.get("attempts") == attempts
+        own = entry.state
+        if (outcome is Outcome.FAILED and own is not State.SUPPRESSED) or (
+            own is implied and entry.attempts == attempts
         ):
-            entry.pop("state", None)
-        if "state" not in entry:
-            entry.pop("attempts", None)  # it has been in every attempt
+            own = None
+        if own is None and (entry.state is not None or entry.attempts is not None):
+            entry = replace(entry, state=None, attempts=None)  # it has been in every attempt
         compact.append(entry)
     return compact
 
@@ -141,12 +128,12 @@ def _code(replies: Mapping[str, Reply], outcome: Outcome) -> int | None:
 
 
 def _summary(
-    entries: list[Entry], replies: Mapping[str, Reply], said: str | None, gave_up: str
+    entries: list[Recipient], replies: Mapping[str, Reply], said: str | None, gave_up: str
 ) -> str | None:
     """The attempt in a line: how many recipients it reached, and why not the others."""
-    first = {str(e["address"]): e for e in reversed(entries)}  # the first entry of each address
-    delivered = {a for a, e in first.items() if e.get("state") == State.SENT.value}
-    tried = [a for a in dict.fromkeys(str(e["address"]) for e in entries)
+    first = {e.address: e for e in reversed(entries)}  # the first entry of each address
+    delivered = {a for a, e in first.items() if e.state is State.SENT}
+    tried = [a for a in dict.fromkeys(e.address for e in entries)
              if a in replies and a not in delivered]  # fmt: skip
     if not tried:
         return None
@@ -161,33 +148,10 @@ def _summary(
     return "; ".join(parts)
 
 
-def _label(entry: Entry) -> State:
-    return State.FAILED if entry.get("state") == State.FAILED.value else State.DEFERRED
+def _label(entry: Recipient) -> State:
+    return State.FAILED if entry.state is State.FAILED else State.DEFERRED
 
 
-def _said(entry: Entry) -> str:
-    code, reply = entry.get("code"), str(entry.get("reply") or "")
+def _said(entry: Recipient) -> str:
+    code, reply = entry.code, entry.reply or ""
     return f"{code} {reply}" if code else reply
-
-
-def state(entry: Entry, status: Status | str) -> State:
-    """Where the recipient of one entry stands, given its message's status."""
-    own = entry.get("state")
-    if own is not None:
-        return State(str(own))
-    status = Status(status)
-    if status is Status.SENT:
-        return State.SENT
-    if status is Status.FAILED:
-        return State.FAILED
-    if status is Status.CANCELLED:
-        return State.CANCELLED
-    if status is Status.DEFERRED:
-        return State.DEFERRED
-    return State.PENDING
-
-
-def partly_delivered(entries: list[Entry], status: Status | str) -> bool:
-    """Whether some recipients have the mail while others do not (yet)."""
-    states = {state(entry, status) for entry in entries}
-    return State.SENT in states and len(states) > 1

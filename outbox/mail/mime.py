@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from email.utils import formatdate
 
-from outbox.core.addresses import LINE_BREAK, Kind, Mailbox, a_label, by_kind
+from outbox.core.addresses import LINE_BREAK, Kind, Mailbox, a_label
 from outbox.core.checks import Upload
 from outbox.core.deliveries import pending
+from outbox.core.recipients import by_kind
 from outbox.core.schema import HEADER_NAME
 from outbox.mail import encoding, signing
 from outbox.mail.encoding import ATEXT, fold
@@ -234,7 +235,7 @@ def _prepared(row: Row, attachments: Attachments) -> Mail:
     entries = list(row.recipients or [])
     listed = by_kind(entries)
     texts = [row.subject, row.from_addr, row.from_name, row.reply_to, row.reply_to_name,
-             *(str(e.get(k, "")) for e in entries for k in ("address", "name")),
+             *(text for e in entries for text in (e.address, e.name or "")),
              *headers, *headers.values()]  # fmt: skip
     if LINE_BREAK.search(" ".join([str(text) for text in texts])):
         raise BuildError("a header holds a line break")
@@ -263,7 +264,7 @@ def _prepared(row: Row, attachments: Attachments) -> Mail:
         reply_to=Mailbox(row.reply_to, row.reply_to_name or "") if row.reply_to else None,
         to=listed[Kind.TO],
         cc=listed[Kind.CC],
-        pending=[e["address"] for e in pending(entries)],
+        pending=[e.address for e in pending(entries)],
         head=b"".join(head),
         text=row.text_body,
         html=row.html_body,

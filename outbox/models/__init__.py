@@ -10,7 +10,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
 
-from outbox.core.addresses import Kind, Mailbox, by_kind
+from outbox.core.addresses import Kind, Mailbox
+from outbox.core.recipients import Recipient, by_kind
 from outbox.core.status import Status
 from outbox.models.bounces import BounceMail
 from outbox.models.db import Base
@@ -29,6 +30,7 @@ from outbox.models.types import (
     Id,
     Key,
     LongText,
+    Recipients,
     Timestamp,
     utcnow,
 )
@@ -49,9 +51,8 @@ class Message(Base):
     from_name: Mapped[str] = mapped_column(String(998), default="")
     reply_to: Mapped[str | None] = mapped_column(String(998))
     reply_to_name: Mapped[str] = mapped_column(String(998), default="")
-    # To, Cc and Bcc in the order given: [{"kind": "to", "address": ..., "name": ...}, ...]
-    # (addresses.stored).
-    recipients: Mapped[list[dict[str, str]]] = mapped_column(JSON)
+    # To, Cc and Bcc in the order given, one Recipient each (core.recipients).
+    recipients: Mapped[list[Recipient]] = mapped_column(Recipients)
     subject: Mapped[str] = mapped_column(String(998), default="")
     text_body: Mapped[str | None] = mapped_column(LongText)
     html_body: Mapped[str | None] = mapped_column(LongText)

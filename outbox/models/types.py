@@ -1,9 +1,13 @@
 """Column types and the clock every table shares."""
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, DateTime, Integer, LargeBinary, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, Dialect, Integer, LargeBinary, String, Text
 from sqlalchemy.dialects import mysql
+from sqlalchemy.types import TypeDecorator
+
+from outbox.core.recipients import Recipient, decode, encode
 
 # SQLite only numbers rows by itself for a plain INTEGER primary key.
 Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -24,6 +28,20 @@ Key = String(255).with_variant(mysql.VARCHAR(255, collation="utf8mb4_bin"), "mys
 # An accepting server's reply is kept up to this many characters: it names the queue id.
 REPLY_CHARS = 255
 Blob = LargeBinary().with_variant(mysql.MEDIUMBLOB(), "mysql", "mariadb")
+
+
+class Recipients(TypeDecorator[list[Recipient]]):
+    """The recipients column: JSON in the table, Recipient entries in Python (recipients.encode
+    and decode), for the ORM and Core statements alike."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        return None if value is None else encode(value)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> list[Recipient] | None:
+        return None if value is None else decode(value)
 
 
 def utcnow() -> datetime:

@@ -287,7 +287,7 @@ def _has(message: Message, filters: Filters) -> bool:
     """Whether a row the SQL found names the recipient asked for, exactly."""
     if filters.recipient is None:
         return True
-    return any(e["address"] == filters.recipient.address for e in message.recipients)
+    return any(e.address == filters.recipient.address for e in message.recipients)
 
 
 def filtered_page(

@@ -16,6 +16,7 @@ from sqlalchemy import (
     update,
 )
 
+from outbox.core.recipients import Recipient
 from outbox.core.status import MOVES, Status
 from outbox.models import Attempt, Message, Timestamp, utcnow
 from outbox.models.db import db
@@ -115,7 +116,7 @@ def due_again(now: datetime) -> ColumnElement[Any]:
 def write_recipients(
     message_id: int,
     expected: Status | Iterable[Status],
-    entries: list[dict[str, Any]],
+    entries: list[Recipient],
     *,
     held_by: str | None = None,
 ) -> bool:

@@ -8,6 +8,7 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 
+from outbox.core.recipients import Recipient
 from outbox.core.status import Outcome, Retry, Status
 from outbox.models import REPLY_CHARS, utcnow
 from outbox.models.db import db
@@ -26,7 +27,7 @@ class Finished:
     code: int | None = None
     error: str | None = None
     # The recipients column as the attempt left it (deliveries.settle); None: unchanged.
-    recipients: list[dict[str, Any]] | None = None
+    recipients: list[Recipient] | None = None
     # The server's or the settings' fault: deferred on the retry schedule, but the
     # attempt is added to the message's allowance, so such faults never fail it.
     fault: bool = False

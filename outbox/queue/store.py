@@ -10,9 +10,10 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from outbox.core.addresses import Mailbox, a_label, stored
+from outbox.core.addresses import Mailbox, a_label
 from outbox.core.checks import Upload
 from outbox.core.drafts import Draft
+from outbox.core.recipients import stored
 from outbox.core.status import Status
 from outbox.models import Message, utcnow
 from outbox.models.db import AUTOCOMMIT, db

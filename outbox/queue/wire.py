@@ -7,8 +7,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from outbox import models
-from outbox.core.addresses import Kind, by_kind
-from outbox.core.deliveries import State, partly_delivered, state
+from outbox.core.addresses import Kind
+from outbox.core.recipients import Recipient as Entry
+from outbox.core.recipients import State, by_kind, partly_delivered, state
 from outbox.core.status import CLAIMABLE, Outcome, Status
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
@@ -21,7 +22,7 @@ MAX_PAGE_LIMIT = 200
 
 
 class Recipient(BaseModel):
-    """One recipient and where its delivery stands (deliveries.State)."""
+    """One recipient and where its delivery stands (recipients.State)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -147,17 +148,17 @@ def message_json(message: models.Message) -> dict[str, Any]:
     return found
 
 
-def recipient_json(entry: dict[str, Any], message: models.Message) -> dict[str, Any]:
+def recipient_json(entry: Entry, message: models.Message) -> dict[str, Any]:
     """One entry of the recipients column as the answer's Recipient."""
-    own = "state" in entry
+    own = entry.state is not None
     return {
-        "kind": entry["kind"],
-        "address": entry["address"],
-        "name": entry.get("name", ""),
+        "kind": entry.kind.value,
+        "address": entry.address,
+        "name": entry.name or "",
         "state": state(entry, message.status).value,
-        "code": entry.get("code"),
-        "reply": entry.get("reply"),
-        "attempts": entry["attempts"] if own else message.attempts,
+        "code": entry.code,
+        "reply": entry.reply,
+        "attempts": entry.attempts if own else message.attempts,
     }
 
 

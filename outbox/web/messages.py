@@ -21,7 +21,7 @@ from outbox.auth import audit
 from outbox.capabilities.bounces import inbox
 from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.submission import shown as raw_shown
-from outbox.core.deliveries import partly_delivered
+from outbox.core.recipients import partly_delivered
 from outbox.core.status import Status
 from outbox.models import ID_RANGE, Message, utcnow
 from outbox.models.db import db

@@ -141,7 +141,7 @@ def test_a_bounce_before_the_send_is_recorded_is_applied_when_it_is(app, make_me
     row = fresh(claim.id)
     assert row.status == Status.SENT and states(row)[A][0] == "bounced"
     (entry,) = row.recipients
-    assert entry["dsn"] == "5.1.1" and entry["code"] == 550
+    assert entry.dsn == "5.1.1" and entry.code == 550
     (suppressed,) = suppression.matching([A]).values()
     assert (suppressed.source, suppressed.message_pk, suppressed.bounce_pk) == (
         "bounce",

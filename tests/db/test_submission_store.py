@@ -71,7 +71,7 @@ def test_a_raw_mail_goes_out_byte_for_byte_to_the_envelope_recipients(app):
     assert (row.message_id, queued.message_id) == ("<kept.1@app.example.com>",) * 2
     assert (row.from_addr, row.from_name, row.source) == ("ann@example.com", "Ann Example", SOURCE)
     assert row.subject == "Grüße from the app"
-    assert [(e["kind"], e["address"], e.get("name")) for e in row.recipients] == [
+    assert [(e.kind, e.address, e.name) for e in row.recipients] == [
         ("to", "bob@example.com", "Bob"),
         ("to", "carl@example.net", None),
         ("cc", "doerte@example.org", "Dörte"),
@@ -146,7 +146,7 @@ def test_the_parts_of_a_split_delivery_are_queued_each_recipient_once(app):
     rest = queue_raw("bounces@example.com", ["carl@EXAMPLE.net", *RCPTS[2:]], data, source=SOURCE)
     assert rest.id != first.id and rest.message_id == first.message_id
     row = db.session.get_one(Message, rest.id)
-    assert [e["address"] for e in row.recipients] == RCPTS[2:]
+    assert [e.address for e in row.recipients] == RCPTS[2:]
     assert queue_raw("bounces@example.com", RCPTS[1::-1], data, source=SOURCE) == first  # retry
     assert queue_raw("bounces@example.com", RCPTS, data, source=SOURCE) == first  # all queued
     assert stored_rows() == 2
@@ -166,7 +166,7 @@ def test_a_bounce_matched_by_message_id_finds_the_part_sent_to_its_recipient(app
     mail = db.session.get_one(BounceMail, bounces.take_in(bounced, "smtp"))
     assert (mail.message_pk, mail.matched_by, mail.note) == (part.id, "message-id", None)
     row = db.session.get_one(Message, part.id)
-    assert [e.get("state") for e in row.recipients][1] == "bounced"
+    assert [e.state for e in row.recipients][1] == "bounced"
 
 
 def test_the_message_page_links_the_other_parts_and_names_the_null_sender(app, signed_in):
@@ -339,9 +339,7 @@ def test_a_suppressed_recipient_of_a_raw_mail_is_never_sent_to(app):
     assert "carl@example.net" not in got.rcpt_tos and len(got.rcpt_tos) == 3
     row = db.session.get(Message, queued.id)
     assert row is not None
-    assert [e.get("state") for e in row.recipients if e["address"] == "carl@example.net"] == [
-        "suppressed"
-    ]
+    assert [e.state for e in row.recipients if e.address == "carl@example.net"] == ["suppressed"]
     app.config["SUPPRESSED"] = "reject"
     with pytest.raises(Refused) as refused:
         queue_raw("a@example.com", ["carl@example.net"], b"From: a@example.com\r\n\r\nx\r\n",

@@ -63,8 +63,8 @@ def test_bounces_of_four_mtas_mark_their_recipients_bounced(smtp_app, smtp, make
         found = states(row)
         assert found["ann@example.org"][0] == "sent", build.__name__
         assert found[bob][0] == "bounced", build.__name__
-        entry = next(e for e in row.recipients if e["address"] == bob)
-        assert entry["dsn"] == status, build.__name__
+        entry = next(e for e in row.recipients if e.address == bob)
+        assert entry.dsn == status, build.__name__
         mail = stored()[-1]
         assert (mail.kind, mail.message_pk, mail.matched_by, mail.via) == (
             "hard",

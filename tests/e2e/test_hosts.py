@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from outbox.core.recipients import decode
 from outbox.core.status import Status
 from outbox.models import Attempt, Message, WorkerBeat, utcnow
 from outbox.models.db import db
@@ -218,7 +219,7 @@ def enqueue_wave(start: int, count: int) -> list[str]:
     now = utcnow()
     rows = [
         {"message_id": f"<hosts-{n}@example.com>", "from_addr": "outbox@example.com",
-         "recipients": [{"kind": "to", "address": "rcpt@example.com"}],
+         "recipients": decode([{"kind": "to", "address": "rcpt@example.com"}]),
          "subject": f"hosts {n}", "text_body": "hi",
          "status": Status.QUEUED.value, "attempts": 0, "max_attempts": 5,
          "next_attempt_at": now, "created_at": now, "source": "test"}

@@ -52,7 +52,7 @@ def _peak_mib(pid: int) -> float:
 
 def _by_address(mailing_id: int) -> dict[str, Message]:
     db.session.expire_all()
-    return {row.recipients[0]["address"]: row for row in rows_of(mailing_id)}
+    return {row.recipients[0].address: row for row in rows_of(mailing_id)}
 
 
 def _settled(mailing_id: int) -> bool:

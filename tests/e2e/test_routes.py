@@ -7,6 +7,7 @@ import pytest
 
 from outbox import queue, smtp
 from outbox.capabilities.routes import Route, Rule, Table, domain_key
+from outbox.core.recipients import decode
 
 SETTINGS = smtp.HostSettings("smtp.example.com", 587, 5.0)
 RELAY, BACKUP, BULK, LOCAL = (Route(n, SETTINGS) for n in ("relay", "backup", "bulk", "local"))
@@ -28,7 +29,7 @@ def mail(*to: str, sender: str = "ann@shop.example", priority: int = 0, **states
     for entry in recipients:
         if entry["address"] in states:
             entry["state"] = states[entry["address"]]
-    return SimpleNamespace(from_addr=sender, recipients=recipients, priority=priority)
+    return SimpleNamespace(from_addr=sender, recipients=decode(recipients), priority=priority)
 
 
 def names(routes: tuple[Route, ...]) -> list[str]:

@@ -67,7 +67,7 @@ def test_a_postfix_smarthost_splitting_60_recipients_gets_each_one_queued_and_se
         relay.stop()
     found = parts()
     assert sorted(len(row.recipients) for row in found) == [10, 50]  # Postfix's split
-    queued = [e["address"] for row in found for e in row.recipients]
+    queued = [e.address for row in found for e in row.recipients]
     assert sorted(queued) == recipients
     assert sent_to(smtp, 2) == recipients
 
@@ -158,7 +158,7 @@ def test_a_report_with_the_null_sender_goes_on_with_mail_from_empty_and_takes_no
     bounce = db.session.get_one(BounceMail, pk)
     assert (bounce.message_pk, bounce.note) == (row.id, bounces.NULL_SENDER)
     db.session.refresh(row)
-    assert row.recipients[0].get("state") != "bounced"
+    assert row.recipients[0].state != "bounced"
     assert db.session.scalars(select(Suppression)).all() == []
 
 

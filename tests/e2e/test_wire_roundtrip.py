@@ -145,8 +145,8 @@ def sendable(address: str, offers: Features) -> bool:
 def expected_envelope(row: Message, offers: Features) -> list[str]:
     found: dict[tuple[str, str], str] = {}
     for entry in row.recipients:
-        if sendable(entry["address"], offers):
-            local, _, domain = wire(entry["address"]).rpartition("@")
+        if sendable(entry.address, offers):
+            local, _, domain = wire(entry.address).rpartition("@")
             found.setdefault((local, domain.lower()), f"{local}@{domain}")
     return list(found.values())
 

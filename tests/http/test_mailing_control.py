@@ -10,6 +10,7 @@ from outbox import queue
 from outbox.api import openapi
 from outbox.auth import tokens
 from outbox.capabilities.mailings import control
+from outbox.core.recipients import decode
 from outbox.models import Message, utcnow
 from outbox.models.db import db
 from outbox.queue import waiting
@@ -72,7 +73,7 @@ def test_pause_holds_waiting_rows_resume_frees_them_and_cancel_ends_them(
 def test_progress_counts_each_status_and_the_bounced_in_one_query(client, token):
     mailing_id = post(client, token, body(people(0, 6))).get_json()["id"]
     ids = [r.id for r in rows_of(mailing_id)]
-    bounced = [{"kind": "to", "address": "p0@example.com", "name": "", "state": "bounced"}]
+    bounced = decode([{"kind": "to", "address": "p0@example.com", "name": "", "state": "bounced"}])
     moves = {ids[0]: ("sent", bounced), ids[1]: ("sent", None), ids[2]: ("deferred", None),
              ids[3]: ("failed", None)}  # fmt: skip
     for pk, (status, entries) in moves.items():

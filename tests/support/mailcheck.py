@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from outbox.core.addresses import LINE_BREAK, a_label
 from outbox.core.checks import Upload
+from outbox.core.recipients import decode, encode
 from outbox.mail import encoding
 from outbox.mail.encoding import NEWLINE
 
@@ -133,7 +134,7 @@ def check(data: bytes, row: Any, attachments: list[Upload], utf8: bool) -> None:
     sender = [{"address": row.from_addr, "name": row.from_name}]
     assert same_mailboxes(named(head["From"], utf8), sender, utf8), (head["From"], sender)
     for kind in ("to", "cc"):
-        entries = [e for e in row.recipients if e["kind"] == kind]
+        entries = [e for e in encode(row.recipients) if e["kind"] == kind]
         got = named(head[kind], utf8) if entries else []
         assert same_mailboxes(got, entries, utf8), (kind, got, entries)
         assert (kind in head) == bool(entries)
@@ -236,7 +237,7 @@ ROWS = st.fixed_dictionaries(
         ),
         "from_addr": st.builds("{}@{}".format, st.sampled_from(["z", "o.b"]), DOMAIN),
         "from_name": st.one_of(st.just(""), NAMES),
-        "recipients": st.lists(ENTRY, min_size=1, max_size=5),
+        "recipients": st.lists(ENTRY, min_size=1, max_size=5).map(decode),
         "reply_to": st.none(),
         "reply_to_name": st.just(""),
         "text_body": st.one_of(st.none(), BODY),
@@ -258,4 +259,5 @@ def make_row(**fields: Any) -> SimpleNamespace:
         "text_body": "Hi", "html_body": None, "headers": {}, "message_id": "<1.2@example.com>",
     }  # fmt: skip
     values.update(fields)
+    values["recipients"] = decode(values["recipients"])  # as the column type reads it
     return SimpleNamespace(**values)

@@ -83,18 +83,6 @@ def test_a_mailbox_is_written_as_a_person_writes_it():
     assert Mailbox("kunde@example.de", "Kunde").domain == "example.de"
 
 
-def test_recipients_keep_the_order_given_and_store_as_json_objects():
-    to, cc = [Mailbox("b@x.example"), Mailbox("a@x.example", "A")], [Mailbox("c@x.example")]
-    entries = addresses.stored(to, cc, [Mailbox("d@x.example")])
-    assert entries == [
-        {"kind": "to", "address": "b@x.example"},
-        {"kind": "to", "address": "a@x.example", "name": "A"},
-        {"kind": "cc", "address": "c@x.example"},
-        {"kind": "bcc", "address": "d@x.example"},
-    ]
-    assert [addresses.from_stored(e) for e in entries] == [*to, *cc, Mailbox("d@x.example")]
-
-
 @pytest.mark.parametrize("value", ["ann@host.local", "Ann <ann@Host.LOCAL>", "b@x.y.local"])
 def test_a_special_use_domain_is_taken_only_where_allowed(value):
     with pytest.raises(ValueError, match="special-use.*OUTBOX_ALLOWED_SPECIAL_DOMAINS"):

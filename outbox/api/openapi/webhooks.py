@@ -2,6 +2,7 @@
 
 from outbox.api.openapi.parts import UNAUTHORIZED, UNAVAILABLE, Schema, answer, closed, ref
 from outbox.capabilities.webhooks.events import KINDS, TEST
+from outbox.core.webhook_status import WebhookStatus
 
 FORBIDDEN = answer("The token lacks the manage scope.", "Forbidden")
 
@@ -26,7 +27,7 @@ def schemas() -> dict[str, Schema]:
         "id": {"type": "integer"},
         "event_id": {"type": "string", "description": "The webhook-id header."},
         "type": {"type": "string"},
-        "status": {"type": "string", "enum": ["pending", "sending", "delivered", "failed"]},
+        "status": {"type": "string", "enum": [s.value for s in WebhookStatus]},
         "attempts": {"type": "integer"},
         "next_attempt_at": {"type": "string", "format": "date-time"},
         "last_attempt_at": time,

@@ -29,7 +29,7 @@ from outbox.capabilities import suppression
 from outbox.capabilities.bounces import parse, verp
 from outbox.capabilities.webhooks import events
 from outbox.core.addresses import listed
-from outbox.core.deliveries import State, state
+from outbox.core.recipients import Recipient, State, moved, state
 from outbox.core.status import Status
 from outbox.models import BounceMail, Message, utcnow
 from outbox.models.db import db
@@ -249,7 +249,7 @@ def _part_of(rows: list[Message], failures: list[parse.Failure]) -> Message | No
     transactions), the one sent to a recipient the bounce names; else the first."""
     named = [f.address for f in failures if f.hard] or [f.address for f in failures]
     for message in rows:
-        if any(_same(a, str(e["address"])) for a in named for e in message.recipients):
+        if any(_same(a, e.address) for a in named for e in message.recipients):
             return message
     return rows[0] if rows else None
 
@@ -265,17 +265,15 @@ def _same(one: str, other: str) -> bool:
 def _apply(row: BounceMail, message: Message, index: int | None,
            failures: list[parse.Failure]) -> list[str]:  # fmt: skip
     """Mark the bounced recipients of message; the addresses marked."""
-    entries: list[dict[str, Any]] = [dict(e) for e in message.recipients]
+    entries: list[Recipient] = list(message.recipients)
     hard = [f for f in failures if f.hard]
     chosen: dict[int, parse.Failure] = {}
     if index is not None:  # VERP named the recipient; the report says how it failed
-        chosen[index] = next(
-            (f for f in hard if _same(f.address, entries[index]["address"])), hard[0]
-        )
+        chosen[index] = next((f for f in hard if _same(f.address, entries[index].address)), hard[0])
     else:
         for failure in hard:
             for i, entry in enumerate(entries):
-                if _same(failure.address, str(entry["address"])):
+                if _same(failure.address, entry.address):
                     chosen.setdefault(i, failure)
     now, marked, early = utcnow(), [], False
     for i, failure in chosen.items():
@@ -285,12 +283,11 @@ def _apply(row: BounceMail, message: Message, index: int | None,
             continue
         if found is not State.SENT:
             continue  # refused at SMTP, suppressed, failed, or bounced already
-        entries[i].update(state=State.BOUNCED.value, dsn=failure.status, reply=failure.said)
-        entries[i].pop("code", None)
-        entries[i].setdefault("attempts", message.attempts)  # an own state names its attempts
-        if failure.smtp_code:
-            entries[i]["code"] = failure.smtp_code
-        marked.append(str(entries[i]["address"]))
+        own = entries[i].attempts
+        entries[i] = moved(entries[i], message.status, State.BOUNCED, dsn=failure.status,
+                           reply=failure.said, code=failure.smtp_code or None,
+                           attempts=message.attempts if own is None else own)  # fmt: skip
+        marked.append(entries[i].address)
     row.waiting = early
     if not marked:
         row.note = WAITING if early else NONE_LEFT
@@ -302,8 +299,8 @@ def _apply(row: BounceMail, message: Message, index: int | None,
         row.note = "the message was being sent again; the recipient was not marked"
         return []
     for i in chosen:
-        if str(entries[i]["address"]) in marked:
-            _bounced(row, message, str(entries[i]["address"]), chosen[i], now)
+        if entries[i].address in marked:
+            _bounced(row, message, entries[i].address, chosen[i], now)
     return marked
 
 

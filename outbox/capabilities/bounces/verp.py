@@ -20,6 +20,7 @@ from typing import Any
 from flask import current_app
 
 from outbox.core.addresses import a_label
+from outbox.core.recipients import Recipient
 
 MAC_CHARS = 16  # base32 characters: 80 bits
 LOCAL_PART_OCTETS = 64  # RFC 5321 4.5.3.1.1
@@ -75,7 +76,7 @@ def address_for(bounce_address: str, secret: str | bytes, pk: int, index: int) -
     return f"{local}+{pk}-{index}-{_mac(_key(secret), pk, index)}@{a_label(domain)}"
 
 
-def return_paths(pk: int, entries: list[dict[str, Any]]) -> dict[str, str] | None:
+def return_paths(pk: int, entries: list[Recipient]) -> dict[str, str] | None:
     """Each stored recipient address's return path, or None when VERP is off.
 
     An address listed twice (To and Bcc) takes the index of its first entry.
@@ -88,10 +89,10 @@ def return_paths(pk: int, entries: list[dict[str, Any]]) -> dict[str, str] | Non
     key, domain = _key(current_app.secret_key or ""), a_label(domain)
     paths: dict[str, str] = {}
     for index, entry in enumerate(entries):
-        if entry["address"] in paths:
+        if entry.address in paths:
             continue
         token = f"+{pk}-{index}-{_mac(key, pk, index)}" if index <= MAX_INDEX else ""
-        paths[entry["address"]] = f"{local}{token}@{domain}"
+        paths[entry.address] = f"{local}{token}@{domain}"
     return paths
 
 

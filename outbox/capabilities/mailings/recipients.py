@@ -17,8 +17,9 @@ from outbox.capabilities.mailings import unsubscribe
 from outbox.capabilities.mailings.head import Head
 from outbox.capabilities.mailings.templates import BUILTIN_VARIABLES, TemplateProblem, oversize
 from outbox.capabilities.suppression import screen
-from outbox.core.addresses import LINE_BREAK, LINE_BREAK_ERROR, parse
+from outbox.core.addresses import LINE_BREAK, LINE_BREAK_ERROR, Kind, parse
 from outbox.core.checks import UNSTORABLE_ERROR, unstorable
+from outbox.core.recipients import Recipient
 from outbox.models.db import db
 from outbox.queue import PAUSED_UNTIL, insert_row, insert_rows
 from outbox.queue.store import message_row, msgid_domain
@@ -60,7 +61,7 @@ def _checked(item: Any, allowed: frozenset[str]) -> tuple[dict[str, Any], list[t
     else:
         errors += [(f"fields.{n}", f"is {BUILTIN_VARIABLES[n]} in the templates, not a field")
                    for n in sorted(BUILTIN_VARIABLES.keys() & fields.keys())]  # fmt: skip
-    return {"entry": entry, "fields": fields}, errors
+    return {"entry": Recipient(Kind.TO, entry["address"], entry["name"]), "fields": fields}, errors
 
 
 def inserted(stmt: Any, values: dict[str, Any]) -> int:
@@ -129,8 +130,8 @@ class Writer:
         """The templates rendered with the values a worker will use: a stand-in token in
         the recipient's own shape, so that a branch on it is taken here as it is there."""
         entry = checked["entry"]
-        values = {**checked["fields"], "email": entry["address"], "name": entry["name"]}
-        values["unsubscribe_token"] = unsubscribe.token(0, entry["address"])
+        values = {**checked["fields"], "email": entry.address, "name": entry.name}
+        values["unsubscribe_token"] = unsubscribe.token(0, entry.address)
         limit = current_app.config["MAX_MESSAGE_BYTES"]
         try:
             texts = self.head.compiled.render(values, limit)

@@ -105,8 +105,8 @@ def rendered(row: Any) -> tuple[dict[str, str | None], dict[str, str]]:
     """
     shared = body(row.mailing_id)
     entry = row.recipients[0]
-    token = unsubscribe.token(row.id, entry["address"])
-    values = {**(row.fields or {}), "email": entry["address"], "name": entry.get("name", "")}
+    token = unsubscribe.token(row.id, entry.address)
+    values = {**(row.fields or {}), "email": entry.address, "name": entry.name or ""}
     values["unsubscribe_token"] = token
     try:
         texts = shared.compiled.render(values, current_app.config["MAX_MESSAGE_BYTES"])

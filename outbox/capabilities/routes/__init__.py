@@ -98,7 +98,7 @@ class Table:
             if rule.recipient_domain is not None:
                 if recipients is None:
                     pending = deliveries.pending(mail.recipients)
-                    recipients = {domain_of(entry["address"]) for entry in pending}
+                    recipients = {domain_of(entry.address) for entry in pending}
                 if recipients != {rule.recipient_domain}:
                     continue
             return chain

@@ -118,7 +118,7 @@ def prepare(row: Any) -> RawMail:
     db.session.commit()
     return RawMail(
         envelope_from=row.envelope_from,
-        pending=[e["address"] for e in pending(list(row.recipients or []))],
+        pending=[e.address for e in pending(list(row.recipients or []))],
         data=data,
         signers=keyring.signers_for(row.from_addr),
     )

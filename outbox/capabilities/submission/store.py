@@ -31,6 +31,7 @@ from outbox.capabilities.suppression import screen
 from outbox.core import addresses
 from outbox.core.addresses import Kind, Mailbox
 from outbox.core.checks import oversize
+from outbox.core.recipients import Recipient
 from outbox.core.status import Status
 from outbox.models import CHUNK_BYTES, Message, RawChunk, utcnow
 from outbox.models.db import db
@@ -209,10 +210,8 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
     entries = []
     for mailbox in envelope:
         kind = next((k for k in named if mailbox.address.lower() in named[k]), Kind.BCC)
-        entry = {"kind": kind.value, "address": mailbox.address}
-        if name := named.get(kind, {}).get(mailbox.address.lower()):
-            entry["name"] = name
-        entries.append(entry)
+        name = named.get(kind, {}).get(mailbox.address.lower()) or None
+        entries.append(Recipient(kind, mailbox.address, name))
     raw = b"".join([*added, *(f for f in fields if _name(f) not in HIDDEN), body])
     subject = " ".join(_decoded(_value(fields, "subject") or "").split())[:998]
     return {
@@ -312,17 +311,17 @@ def _queued_before(row: dict[str, Any]) -> Queued | None:
             f"(outbox message {other.id}); give each mail a Message-ID of its own"
         )
     if not row["part"]:  # the transaction's own recipients, before any is left out
-        addresses = sorted(_mailbox_key(e["address"]).encode() for e in row["recipients"])
+        addresses = sorted(_mailbox_key(e.address).encode() for e in row["recipients"])
         row["part"] = _digest(row["request_hash"].encode(), *addresses)
     if retried := next((e for e in found if e.part == row["part"]), None):
         return Queued(retried.id, row["message_id"])
     held: dict[str, int] = {}
     for earlier in found:
         for entry in earlier.recipients:
-            held.setdefault(_mailbox_key(str(entry["address"])), earlier.id)
-    rest = [e for e in row["recipients"] if _mailbox_key(e["address"]) not in held]
+            held.setdefault(_mailbox_key(entry.address), earlier.id)
+    rest = [e for e in row["recipients"] if _mailbox_key(e.address) not in held]
     if not rest:
-        return Queued(held[_mailbox_key(row["recipients"][0]["address"])], row["message_id"])
+        return Queued(held[_mailbox_key(row["recipients"][0].address)], row["message_id"])
     row["recipients"] = rest
     return None
 
@@ -333,7 +332,7 @@ def copied(old: Message, source: str, max_attempts: int) -> Message:
     assert old.raw_size is not None and old.envelope_from is not None
     fields, body = split_head(read(old.id, old.raw_size))
     data = b"".join([*(f for f in fields if _name(f) != "message-id"), body])
-    recipients = [str(entry["address"]) for entry in old.recipients]
+    recipients = [entry.address for entry in old.recipients]
     queued = queue_raw(old.envelope_from, recipients, data, source=source,
                        max_attempts=max_attempts, resent_from=old.id)  # fmt: skip
     return db.session.get_one(Message, queued.id)

@@ -19,14 +19,15 @@ from sqlalchemy import Row, Table, select
 
 from outbox.capabilities.suppression import describe, key_of, matching
 from outbox.capabilities.webhooks import events
-from outbox.core.deliveries import State, pending
+from outbox.core.deliveries import pending
+from outbox.core.recipients import Recipient, State, moved
 from outbox.core.status import Status
 from outbox.models import Message
 from outbox.models.db import db
 from outbox.queue import write_recipients
 
 MESSAGES = cast(Table, Message.__table__)
-SUPPRESSED = State.SUPPRESSED.value
+SUPPRESSED = State.SUPPRESSED
 
 
 class Rejected(Exception):
@@ -40,7 +41,7 @@ class Rejected(Exception):
 
 
 def _addresses(rows: Sequence[dict[str, Any]]) -> list[str]:
-    return [str(entry["address"]) for row in rows for entry in row["recipients"]]
+    return [entry.address for row in rows for entry in row["recipients"]]
 
 
 def screen(rows: list[dict[str, Any]], now: datetime, *, batch: bool = False) -> dict[int, int]:
@@ -57,18 +58,18 @@ def screen(rows: list[dict[str, Any]], now: datetime, *, batch: bool = False) ->
         refused = [
             {
                 **({"index": n} if batch else {}),
-                "field": entry["kind"],
-                "address": entry["address"],
+                "field": entry.kind.value,
+                "address": entry.address,
                 "reason": describe(hit),
             }
             for n, row in enumerate(rows)
             for entry in row["recipients"]
-            if (hit := found.get(key_of(str(entry["address"]))))
+            if (hit := found.get(key_of(entry.address)))
         ]
         raise Rejected(refused)
     marked: dict[int, int] = {}
     for n, row in enumerate(rows):
-        entries, count = _marked(row["recipients"], found)
+        entries, count = _marked(row["recipients"], found, Status.QUEUED)
         if count:
             row["recipients"] = entries
             marked[n] = count
@@ -77,13 +78,15 @@ def screen(rows: list[dict[str, Any]], now: datetime, *, batch: bool = False) ->
     return marked
 
 
-def _marked(entries: list[dict[str, Any]], found: dict[str, Row[Any]]) -> tuple[list[Any], int]:
-    """Entries with the suppressed ones marked, and how many were."""
+def _marked(
+    entries: list[Recipient], found: dict[str, Row[Any]], status: Status | str
+) -> tuple[list[Recipient], int]:
+    """Entries with the suppressed ones marked, and how many were; status: their message's."""
     marked, count = [], 0
     for entry in entries:
-        hit = found.get(key_of(str(entry["address"])))
-        if hit is not None and "state" not in entry:
-            entry = {**entry, "state": SUPPRESSED, "reply": describe(hit), "attempts": 0}
+        hit = found.get(key_of(entry.address))
+        if hit is not None and entry.state is None:
+            entry = moved(entry, status, SUPPRESSED, reply=describe(hit), attempts=0)
             count += 1
         marked.append(entry)
     return marked, count
@@ -91,7 +94,7 @@ def _marked(entries: list[dict[str, Any]], found: dict[str, Row[Any]]) -> tuple[
 
 def _fail(row: dict[str, Any], now: datetime) -> None:
     """A new message with no one to send to: stored failed, settled, saying why."""
-    named = ", ".join(dict.fromkeys(str(e["address"]) for e in row["recipients"]))
+    named = ", ".join(dict.fromkeys(e.address for e in row["recipients"]))
     row.update(
         status=Status.FAILED.value,
         settled_at=now,
@@ -106,9 +109,9 @@ def announce(stored: Sequence[tuple[int, dict[str, Any]]], now: datetime) -> Non
     for pk, row in stored:
         message_id = str(row["message_id"])
         found.extend(
-            events.Event(events.SUPPRESSED, pk, message_id, str(entry["address"]),
-                         text=entry["reply"], at=now)
-            for entry in row["recipients"] if entry.get("state") == SUPPRESSED
+            events.Event(events.SUPPRESSED, pk, message_id, entry.address,
+                         text=entry.reply, at=now)
+            for entry in row["recipients"] if entry.state is SUPPRESSED
         )  # fmt: skip
         if row["status"] == Status.FAILED.value:
             found.append(
@@ -126,7 +129,7 @@ def restate(ids: Collection[int] | None) -> set[int]:
     the caller's transaction.
     """
     c = MESSAGES.c
-    stmt = select(c.id, c.recipients)
+    stmt = select(c.id, c.recipients, c.status)
     if ids is None:
         stmt = stmt.where(c.status == Status.FAILED.value)
     else:
@@ -134,11 +137,11 @@ def restate(ids: Collection[int] | None) -> set[int]:
             c.id.in_(list(ids)), c.status.in_([Status.FAILED.value, Status.CANCELLED.value])
         )
     rows = db.session.execute(stmt).all()
-    found = matching([str(e["address"]) for row in rows for e in row.recipients])
+    found = matching([e.address for row in rows for e in row.recipients])
     nobody = set()
-    for pk, entries in rows:
-        lifted = [_lifted(entry, found) for entry in entries]
-        now_marked, _ = _marked(lifted, found)
+    for pk, entries, status in rows:
+        lifted = [_lifted(entry, found, status) for entry in entries]
+        now_marked, _ = _marked(lifted, found, status)
         if now_marked != entries:  # not a move: the status stays
             write_recipients(pk, (Status.FAILED, Status.CANCELLED), now_marked)
         if not pending(now_marked):
@@ -146,11 +149,11 @@ def restate(ids: Collection[int] | None) -> set[int]:
     return nobody
 
 
-def _lifted(entry: dict[str, Any], found: dict[str, Row[Any]]) -> dict[str, Any]:
+def _lifted(entry: Recipient, found: dict[str, Row[Any]], status: str) -> Recipient:
     """An entry marked suppressed whose address is no longer on the list, unmarked."""
-    if entry.get("state") != SUPPRESSED or key_of(str(entry["address"])) in found:
+    if entry.state is not SUPPRESSED or key_of(entry.address) in found:
         return entry
-    return {k: v for k, v in entry.items() if k not in ("state", "reply", "attempts")}
+    return moved(entry, status, State.PENDING, reply=None, attempts=None)
 
 
 def at_send(claims: list[Any], now: datetime) -> list[Any]:
@@ -160,21 +163,21 @@ def at_send(claims: list[Any], now: datetime) -> list[Any]:
     send to fails (worker._prepare). One query while the list holds a live entry, none
     while it is empty; commits.
     """
-    found = matching([str(e["address"]) for claim in claims
+    found = matching([e.address for claim in claims
                       for e in pending(claim.mail.recipients)], now, hot=True)  # fmt: skip
     if not found:
         return claims
     told, screened = [], []
     for claim in claims:
         before = list(claim.mail.recipients)
-        entries, count = _marked(before, found)
+        entries, count = _marked(before, found, Status.SENDING)
         if count and write_recipients(claim.id, Status.SENDING, entries, held_by=claim.worker_id):
             row = SimpleNamespace(**{**claim.mail._mapping, "recipients": entries})
             claim = dataclasses.replace(claim, mail=row)
             told += [events.Event(events.SUPPRESSED, claim.id, str(row.message_id),
-                                  str(new["address"]), text=new["reply"], at=now)
+                                  new.address, text=new.reply, at=now)
                      for old, new in zip(before, entries, strict=True)
-                     if "state" not in old and new.get("state") == SUPPRESSED]  # fmt: skip
+                     if old.state is None and new.state is SUPPRESSED]  # fmt: skip
         screened.append(claim)
     if told:
         events.emit_many(told, now)

@@ -12,6 +12,7 @@ from sqlalchemy import Table, select
 
 from outbox.capabilities.suppression import add, no_such_user
 from outbox.capabilities.webhooks import events
+from outbox.core.recipients import State
 from outbox.models import Message
 from outbox.models.db import db
 from outbox.queue import Written
@@ -24,13 +25,13 @@ def _refused(done: Any) -> list[tuple[str, int, str]]:
     attempt = done.claim.attempts + 1
     found = []
     for entry in done.recipients or ():
-        code = entry.get("code")
-        if not isinstance(code, int) or code < 500 or entry.get("state") not in (None, "failed"):
+        code = entry.code
+        if code is None or code < 500 or entry.state not in (None, State.FAILED):
             continue
-        if entry.get("attempts", attempt) != attempt:
+        if entry.attempts is not None and entry.attempts != attempt:
             continue  # refused by an earlier attempt, and suppressed then
-        if no_such_user(code, str(entry.get("reply") or "")):
-            found.append((str(entry["address"]), code, str(entry.get("reply") or "")))
+        if no_such_user(code, entry.reply or ""):
+            found.append((entry.address, code, entry.reply or ""))
     return found
 
 

@@ -75,7 +75,7 @@ def observe(mail: Any, result: Result, route: routes.Route, now: datetime) -> No
             if _slow_down(r.code, r.text)}  # fmt: skip
     if not said and _slow_down(result.code, result.error):
         reason = _reason(result.code, result.error)
-        said = {keys.domain_of(str(e["address"])): reason for e in pending(mail.recipients)}
+        said = {keys.domain_of(e.address): reason for e in pending(mail.recipients)}
     if not said:  # the common case: looked at without reading the routes table
         return
     domains = routes.table().domains

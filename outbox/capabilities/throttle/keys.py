@@ -68,7 +68,7 @@ def needs(mail: Any, route_name: str, route_rate: float | None,
         must[route_key(route_name)] = route_rate
     table = limits(domains)
     if table:
-        for domain in {domain_of(str(e["address"])) for e in pending(mail.recipients)}:
+        for domain in {domain_of(e.address) for e in pending(mail.recipients)}:
             if domain in table:
                 must[domain_key(domain)] = table[domain]
             elif ANY in table:

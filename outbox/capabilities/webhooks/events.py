@@ -18,8 +18,9 @@ from typing import Any, cast
 from flask import current_app
 from sqlalchemy import Table, insert, select
 
-from outbox.core.deliveries import State
+from outbox.core.recipients import State
 from outbox.core.status import Status
+from outbox.core.webhook_status import WebhookStatus
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from outbox.models.db import db
 from outbox.queue import Written
@@ -153,12 +154,12 @@ def _told(done: Any, error: str | None, status: Status, kinds: set[str]) -> list
     if REFUSED in kinds and status is not Status.FAILED:
         attempt, seen = done.claim.attempts + 1, set()
         for entry in done.recipients or ():
-            address = str(entry["address"])
-            if entry.get("state") == State.FAILED.value and entry.get("attempts") == attempt:
+            address = entry.address
+            if entry.state is State.FAILED and entry.attempts == attempt:
                 if address not in seen:
                     seen.add(address)
-                    told.append(Event(REFUSED, pk, None, address, entry.get("code"),
-                                      entry.get("reply"), done.finished_at))  # fmt: skip
+                    told.append(Event(REFUSED, pk, None, address, entry.code, entry.reply,
+                                      done.finished_at))  # fmt: skip
     return told
 
 
@@ -208,7 +209,8 @@ def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now:
             event = replace(event, metadata=metadata.get(event.message_pk or 0))
         text, event_id = event.body(now), new_event_id()
         rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
-                  "payload": text, "status": "pending", "attempts": 0, "next_attempt_at": now,
+                  "payload": text, "status": WebhookStatus.PENDING.value, "attempts": 0,
+                  "next_attempt_at": now,
                   "created_at": now} for endpoint in wanting]  # fmt: skip
     if rows:
         db.session.execute(insert(DELIVERIES), rows)

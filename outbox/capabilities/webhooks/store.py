@@ -3,15 +3,27 @@ tested, listed and purged. (outbox.events writes new ones.)"""
 
 import functools
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Executable, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    Update,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.exc import DBAPIError
 
 from outbox.capabilities.webhooks import events
 from outbox.capabilities.webhooks.post import Answer
+from outbox.core.webhook_status import MOVES, SETTLED, WebhookStatus
 from outbox.models import WebhookDelivery, utcnow
 from outbox.models.db import db
 from outbox.models.webhooks import RESPONSE_CHARS
@@ -19,13 +31,43 @@ from outbox.queue.claims import retryable, with_retries
 
 DELIVERIES = events.DELIVERIES
 ENDPOINTS = events.ENDPOINTS
-PENDING, SENDING, DELIVERED, FAILED = "pending", "sending", "delivered", "failed"
-STATUSES = (PENDING, SENDING, DELIVERED, FAILED)
+PENDING, SENDING = WebhookStatus.PENDING, WebhookStatus.SENDING
+DELIVERED, FAILED = WebhookStatus.DELIVERED, WebhookStatus.FAILED
 # Seconds before each retry of a failed delivery; after the last, it fails for good and
 # its endpoint is disabled (about 42 hours from the first try).
 RETRIES = (5, 300, 1800, 7200, 18000, 36000, 36000, 50400)
 PAGE = 50  # deliveries on one page of an endpoint's list
 IN_FLIGHT = 4  # deliveries to one endpoint sending at once, a thread and a socket each
+
+
+def guarded(
+    old: WebhookStatus | Iterable[WebhookStatus],
+    new: WebhookStatus | Iterable[WebhookStatus],
+    *where: ColumnElement[bool],
+    status: Any = None,
+    **values: Any,
+) -> Update:
+    """The UPDATE of deliveries in one of the old statuses that moves them to new.
+
+    Every status written to a stored delivery is written by a statement made here, as
+    queue.moves.guarded writes a message's: the WHERE names the statuses the rows must be
+    in (the caller adds its own guards, such as the claim), and each move is checked
+    against webhook_status.MOVES when the statement is made. `new` is one status, or
+    several with `status` the SQL expression that chooses among them per row.
+    """
+    olds = (old,) if isinstance(old, WebhookStatus) else tuple(old)
+    news = (new,) if isinstance(new, WebhookStatus) else tuple(new)
+    if not olds or not news:
+        raise ValueError("a guarded UPDATE names the statuses it expects and those it writes")
+    refused = [(o.value, n.value) for o in olds for n in news if n not in MOVES[o]]
+    if refused:
+        raise ValueError(f"moves not in webhook_status.MOVES: {refused}")
+    if (status is None) != (len(news) == 1):
+        raise ValueError("an expression that chooses goes with several new statuses")
+    column = DELIVERIES.c.status
+    expected = column == olds[0].value if len(olds) == 1 else column.in_([o.value for o in olds])
+    chosen = news[0].value if status is None else status
+    return update(DELIVERIES).where(expected, *where).values(status=chosen, **values)
 
 
 def lease(timeout: float) -> float:
@@ -93,8 +135,8 @@ def _room(endpoint_ids: list[int], in_flight: int) -> dict[int, int]:
     if not endpoint_ids:
         return {}
     d = DELIVERIES.c
-    stmt = select(d.endpoint_id, func.count()).where(
-        d.status == SENDING, d.endpoint_id.in_(endpoint_ids)).group_by(d.endpoint_id)  # fmt: skip
+    busy_here = (d.status == SENDING.value, d.endpoint_id.in_(endpoint_ids))
+    stmt = select(d.endpoint_id, func.count()).where(*busy_here).group_by(d.endpoint_id)
     busy: dict[int, int] = {row[0]: row[1] for row in db.session.execute(stmt)}
     room = {endpoint: in_flight - busy.get(endpoint, 0) for endpoint in endpoint_ids}
     return {endpoint: free for endpoint, free in room.items() if free > 0}
@@ -104,19 +146,19 @@ def _take(worker_id: str, endpoint_id: int, limit: int, now: datetime) -> list[A
     """Mark up to limit of one endpoint's due deliveries as sending by this worker."""
     d = DELIVERIES.c
     due = select(d.id, d.endpoint_id, d.event_id, d.payload, d.attempts).where(
-        d.status == PENDING, d.next_attempt_at <= now, d.endpoint_id == endpoint_id
+        d.status == PENDING.value, d.next_attempt_at <= now, d.endpoint_id == endpoint_id
     ).order_by(d.next_attempt_at, d.id).limit(limit)  # fmt: skip
-    values = {"status": SENDING, "locked_by": worker_id, "locked_at": now}
+    values = {"locked_by": worker_id, "locked_at": now}
     if db.engine.dialect.name == "sqlite":
         # No row locks: one UPDATE under SQLite's write lock chooses and marks at once.
         chosen = due.with_only_columns(d.id).scalar_subquery()
-        stmt = update(DELIVERIES).where(d.id.in_(chosen), d.status == PENDING).values(values)
+        stmt = guarded(PENDING, SENDING, d.id.in_(chosen), **values)
         return list(db.session.execute(stmt.returning(*due.selected_columns)))
     # SKIP LOCKED: workers take disjoint rows without waiting on each other.
     rows = list(db.session.execute(due.with_for_update(skip_locked=True)))
     if rows:
         ids = [row.id for row in rows]
-        db.session.execute(update(DELIVERIES).where(d.id.in_(ids)).values(values))
+        db.session.execute(guarded(PENDING, SENDING, d.id.in_(ids), **values))
     return rows
 
 
@@ -124,10 +166,11 @@ def release_stale(lease_seconds: float, now: datetime | None = None) -> int:
     """Put deliveries whose claim is older than the lease back to pending: their worker died."""
     now = now or utcnow()
     d = DELIVERIES.c
-    stmt = update(DELIVERIES).where(
-        d.status == SENDING, d.locked_at < now - timedelta(seconds=lease_seconds)
-    ).values(status=PENDING, locked_by=None, locked_at=None, next_attempt_at=now,
-             error=f"worker lost: claim expired after {lease_seconds:g}s")  # fmt: skip
+    stmt = guarded(
+        SENDING, PENDING, d.locked_at < now - timedelta(seconds=lease_seconds),
+        locked_by=None, locked_at=None, next_attempt_at=now,
+        error=f"worker lost: claim expired after {lease_seconds:g}s",
+    )  # fmt: skip
     try:
         count = int(db.session.execute(stmt).rowcount)  # type: ignore[attr-defined]
         db.session.commit()
@@ -143,13 +186,14 @@ def release_stale(lease_seconds: float, now: datetime | None = None) -> int:
 def _outcome() -> Executable:
     """The UPDATE of one delivery's outcome, guarded by this worker's claim."""
     d = DELIVERIES.c
-    return update(DELIVERIES).where(
-        d.id == bindparam("b_id"), d.status == SENDING, d.locked_by == bindparam("b_worker")
-    ).values(status=bindparam("b_status"), attempts=d.attempts + 1, locked_by=None,
-             locked_at=None, next_attempt_at=bindparam("b_due"),
-             last_attempt_at=bindparam("b_at"), response_code=bindparam("b_code"),
-             latency_ms=bindparam("b_ms"), response=bindparam("b_response"),
-             error=bindparam("b_error"))  # fmt: skip
+    return guarded(
+        SENDING, (PENDING, DELIVERED, FAILED), d.id == bindparam("b_id"),
+        d.locked_by == bindparam("b_worker"), status=bindparam("b_status"),
+        attempts=d.attempts + 1, locked_by=None, locked_at=None,
+        next_attempt_at=bindparam("b_due"), last_attempt_at=bindparam("b_at"),
+        response_code=bindparam("b_code"), latency_ms=bindparam("b_ms"),
+        response=bindparam("b_response"), error=bindparam("b_error"),
+    )  # fmt: skip
 
 
 def record(worker_id: str, results: list[tuple[Claimed, Answer]], now: datetime) -> list[int]:
@@ -166,7 +210,7 @@ def record(worker_id: str, results: list[tuple[Claimed, Answer]], now: datetime)
             status, due = PENDING, now + timedelta(seconds=RETRIES[tries - 1])
         else:
             status, due = FAILED, now
-        values = {"b_id": claimed.id, "b_worker": worker_id, "b_status": status, "b_due": due,
+        values = {"b_id": claimed.id, "b_worker": worker_id, "b_status": status.value, "b_due": due,
                   "b_at": now, "b_code": answer.code, "b_ms": answer.latency_ms,
                   "b_response": (answer.body or "")[:RESPONSE_CHARS] or None,
                   "b_error": answer.error}  # fmt: skip
@@ -193,8 +237,8 @@ def send_again(delivery_id: int, now: datetime | None = None) -> bool:
     It keeps its webhook-id: a receiver that had it already can tell. Caller commits.
     """
     d = DELIVERIES.c
-    stmt = update(DELIVERIES).where(d.id == delivery_id, d.status.in_((DELIVERED, FAILED)))
-    stmt = stmt.values(status=PENDING, attempts=0, next_attempt_at=now or utcnow(), error=None)
+    stmt = guarded(SETTLED, PENDING, d.id == delivery_id, attempts=0,
+                   next_attempt_at=now or utcnow(), error=None)  # fmt: skip
     return bool(db.session.execute(stmt).rowcount)  # type: ignore[attr-defined]
 
 
@@ -204,7 +248,7 @@ def send_test(endpoint_id: int, now: datetime | None = None) -> str:
     event_id = events.new_event_id()
     db.session.execute(insert(DELIVERIES), {
         "endpoint_id": endpoint_id, "event_id": event_id, "kind": events.TEST,
-        "payload": events.test_event(now).body(now), "status": PENDING, "attempts": 0,
+        "payload": events.test_event(now).body(now), "status": PENDING.value, "attempts": 0,
         "next_attempt_at": now, "created_at": now,
     })  # fmt: skip
     return event_id
@@ -226,7 +270,8 @@ def purge_old(cutoff: datetime, batch: int = 1000) -> int:
     endpoint is gone (one removed while a recording group was writing); how many went."""
     d = DELIVERIES.c
     orphan = d.endpoint_id.not_in(select(ENDPOINTS.c.id))
-    old = select(d.id).where(d.created_at < cutoff, d.status.in_((DELIVERED, FAILED)) | orphan)
+    settled = d.status.in_([s.value for s in SETTLED])
+    old = select(d.id).where(d.created_at < cutoff, settled | orphan)
     removed = 0
     while ids := list(db.session.scalars(old.limit(batch))):
         removed += int(db.session.execute(delete(DELIVERIES).where(d.id.in_(ids))).rowcount)  # type: ignore[attr-defined]
