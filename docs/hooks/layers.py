@@ -6,6 +6,7 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
 ROOT = Path(__file__).parents[2]
@@ -114,6 +115,8 @@ def on_files(files: Files, config: Any) -> Files:
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
     """Put the diagram drawn from the contract where the layers page marks it."""
-    if MARK in markdown:
-        return markdown.replace(MARK, diagram())
-    return markdown
+    if page.file.src_uri != "internals/layers.md":
+        return markdown
+    if MARK not in markdown:
+        raise PluginError(f"internals/layers.md lost its mark {MARK}: nowhere to draw the layers")
+    return markdown.replace(MARK, diagram())

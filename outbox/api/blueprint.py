@@ -123,7 +123,7 @@ NEEDS = {
 
 
 def needed_scope() -> str:
-    """The token scope this request needs (outbox.roles.SCOPES)."""
+    """The token scope this request needs (outbox.core.roles.SCOPES)."""
     if request.method in ("GET", "HEAD", "OPTIONS") and request.endpoint not in NEEDS:
         return "read"
     return NEEDS.get(request.endpoint or "", "manage")
@@ -137,7 +137,7 @@ def authenticate() -> Response | None:
         response = answer_error(401, "a valid API token is required (Authorization: Bearer TOKEN)")
         response.headers["WWW-Authenticate"] = "Bearer"
         return response
-    g.token_name, scopes = found  # g.token_name also names the actor in outbox.audit
+    g.token_name, scopes = found  # g.token_name also names the actor in outbox.auth.audit
     scope = needed_scope()
     if scope not in scopes:
         return answer_error(403, f"this token lacks the {scope!r} scope", scope=scope)

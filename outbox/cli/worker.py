@@ -12,7 +12,7 @@ from outbox.worker import runner
 
 
 def configure_logging() -> None:
-    """Log to stderr as the app's LOG_FORMAT says (outbox.logs)."""
+    """Log to stderr as the app's LOG_FORMAT says (outbox.core.logs)."""
     logs.setup(current_app.config["LOG_FORMAT"])
 
 

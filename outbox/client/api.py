@@ -11,7 +11,7 @@ from outbox.client.errors import Unavailable
 from outbox.client.results import Message, MessageDetail, Page, Queued
 from outbox.client.transport import Answer, Retries, Transport
 
-# The API's batch limit (outbox.wire.BATCH_LIMIT), kept here because outbox.wire needs
+# The API's batch limit (outbox.queue.wire.BATCH_LIMIT), kept here because outbox.queue.wire needs
 # pydantic and the app's models, which a client does not have; send_many splits by it
 # and an API with another limit names its own in the 413/422 it answers.
 BATCH_LIMIT = 1000

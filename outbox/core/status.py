@@ -58,7 +58,7 @@ class MailingState(StrEnum):
     CANCELLED = "cancelled"
 
 
-# Every move of a mailing's state (outbox.mailings.control checks each one against this
+# Every move of a mailing's state (outbox.capabilities.mailings.control checks each one against this
 # table). Each state may be set again: a second pause, resume or cancel moves the rows
 # a first one left, and is no error.
 MAILING_MOVES: dict[MailingState, frozenset[MailingState]] = {

@@ -71,7 +71,7 @@ class Message(Base):
     locked_at: Mapped[datetime | None] = mapped_column(Timestamp)
     sent_at: Mapped[datetime | None] = mapped_column(Timestamp)
     # When it settled (sent, failed or cancelled; moves.guarded writes it, a resend clears
-    # it) and when retention dropped its bodies and attachments (outbox.retention).
+    # it) and when retention dropped its bodies and attachments (outbox.capabilities.retention).
     settled_at: Mapped[datetime | None] = mapped_column(Timestamp)
     bodies_dropped_at: Mapped[datetime | None] = mapped_column(Timestamp)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)

@@ -15,7 +15,7 @@ class Mailing(Base):
 
     Its recipients are rows of messages with mailing_id set, their own fields in
     messages.fields and their subject and bodies left empty: a worker renders them from
-    here at send time (outbox.mailings.render).
+    here at send time (outbox.capabilities.mailings.render).
     """
 
     __tablename__ = "mailings"
@@ -25,7 +25,7 @@ class Mailing(Base):
     from_name: Mapped[str] = mapped_column(String(998), default="")
     reply_to: Mapped[str | None] = mapped_column(String(998))
     reply_to_name: Mapped[str] = mapped_column(String(998), default="")
-    # Jinja2 templates, rendered per recipient in the sandbox (outbox.mailings.templates).
+    # Jinja2 templates, rendered per recipient in the sandbox (mailings.templates).
     subject: Mapped[str] = mapped_column(Text, default="")
     text_body: Mapped[str | None] = mapped_column(LongText)
     html_body: Mapped[str | None] = mapped_column(LongText)

@@ -21,7 +21,7 @@ class ApiToken(Base):
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    # What the token may do, space-separated (outbox.roles.SCOPES); all of them by default.
+    # What the token may do, space-separated (outbox.core.roles.SCOPES); all of them by default.
     scopes: Mapped[str] = mapped_column(String(64), default=ALL_SCOPES)
 
 
@@ -33,7 +33,7 @@ class User(UserMixin, Base):
     password_hash: Mapped[str] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(Timestamp, default=utcnow)
     last_sign_in_at: Mapped[datetime | None] = mapped_column(Timestamp)
-    role: Mapped[str] = mapped_column(String(16), default="admin")  # outbox.roles.ROLES
+    role: Mapped[str] = mapped_column(String(16), default="admin")  # outbox.core.roles.ROLES
     # Bumped at sign-out: every session issued before names an older one and ends.
     session_generation: Mapped[int] = mapped_column(Integer, default=0)
 
@@ -48,7 +48,7 @@ class User(UserMixin, Base):
         return f"{self.id}.{stamp}.{self.session_generation or 0}"
 
     def can(self, action: str) -> bool:
-        """Whether this account's role allows an action (outbox.roles.ACTIONS)."""
+        """Whether this account's role allows an action (outbox.core.roles.ACTIONS)."""
         return allows(self.role, action)
 
 

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from outbox.models.db import Base
 from outbox.models.types import Id, Timestamp, utcnow
 
-# The matching key (outbox.suppression.key_of): a local part (at most 64 octets, kept
+# The matching key (outbox.capabilities.suppression.key_of): a local part (at most 64 octets, kept
 # exact) and a domain of A-labels (at most 253). Compared exactly: MySQL's default
 # collation would fold case, and Ann@ is not ann@.
 AddressKey = String(320).with_variant(

@@ -16,7 +16,7 @@ BucketName = String(300).with_variant(
 
 
 class Throttle(Base):
-    """A token bucket (outbox.throttle.buckets): made on first use, never deleted."""
+    """A token bucket (outbox.capabilities.throttle.buckets): made on first use, never deleted."""
 
     __tablename__ = "throttles"
 

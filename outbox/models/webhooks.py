@@ -19,7 +19,7 @@ class WebhookEndpoint(Base):
 
     id: Mapped[int] = mapped_column(Id, primary_key=True)
     url: Mapped[str] = mapped_column(String(2000))
-    # The kinds it takes (outbox.events.KINDS), space-separated.
+    # The kinds it takes (outbox.capabilities.webhooks.events.KINDS), space-separated.
     events: Mapped[str] = mapped_column(String(255))
     # "whsec_" and base64, as the Standard Webhooks specification says; kept so that
     # outbox can sign, shown to people only once, at creation.

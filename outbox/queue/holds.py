@@ -16,7 +16,7 @@ def hold(claims: Mapping[Claim, datetime]) -> int:
     As if never claimed (queue.release), but due later: the status goes back to queued
     (never tried) or deferred, attempts stay as they were and no Attempt is written, so
     a message held back for a rate limit spends none of its allowance. Guarded by the
-    claim. Runs in the caller's transaction (outbox.throttle takes the tokens in the same
+    claim. Runs in the caller's transaction (throttle takes the tokens in the same
     one); the caller commits.
     """
     if not claims:

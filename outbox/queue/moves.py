@@ -78,7 +78,7 @@ def guarded(
 
 
 def _settled_at(news: tuple[Status, ...], status: Any) -> Any:
-    """When a message settled, for outbox.retention: now for a settled status, else NULL.
+    """When a message settled, for retention: now for a settled status, else NULL.
 
     The time is a parameter read when the statement runs, so a cached statement is
     never stuck with the time it was made.
@@ -129,7 +129,7 @@ def write_recipients(
     return changed(guarded(expected, None, *where, recipients=entries)) == 1
 
 
-# --- retention: the two writes of outbox.retention, beside every other UPDATE ---
+# --- retention: the two writes of outbox.capabilities.retention, beside every other UPDATE ---
 def drop_bodies(ids: list[int], now: datetime) -> int:
     """Empty the bodies of these settled messages and mark when; their status stays."""
     settled = MESSAGES.c.status.in_([s.value for s in SETTLED])

@@ -13,7 +13,7 @@ View = TypeVar("View", bound=Callable[..., Any])
 
 
 def can(action: str) -> bool:
-    """Whether the signed-in person's role allows the action (outbox.roles.ACTIONS) or is at
+    """Whether the signed-in person's role allows the action (outbox.core.roles.ACTIONS) or is at
     least the role named instead ("sender")."""
     return bool(current_user and current_user.is_authenticated and current_user.can(action))
 

@@ -12,7 +12,7 @@ class Tally:
     reclaimed: int = 0  # taken back from workers that died
     lost: int = 0  # outcomes not recorded because the claim had passed to another worker
     held: int = 0  # handed back to wait for a rate limit's turn (throttle), not attempted
-    paused: bool = False  # stopped claiming because sending is paused (outbox.pause)
+    paused: bool = False  # stopped claiming because sending is paused (outbox.ops.pause)
     # Why sending stopped: a fault of the server or the settings, not of the messages.
     fault: str | None = None
 

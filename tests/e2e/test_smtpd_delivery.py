@@ -92,7 +92,7 @@ def test_a_utf8_address_and_an_idn_domain_go_through_with_smtputf8(
     [row] = db.session.execute(select(Message.message_id, Message.source)).all()
     db.session.commit()
     [got] = delivered(smtp, row.message_id)
-    # The envelope's domains go as A-labels (outbox.addresses.a_label), as for API mail.
+    # The envelope's domains go as A-labels (outbox.core.addresses.a_label), as for API mail.
     assert sorted(got.rcpt_tos) == ["ann@xn--bcher-kva.example", "zoë@example.com"]
     added = assert_intact(sent, got.content)
     assert sorted(f.split(b":")[0] for f in added) == [b"Date", b"Message-ID"]

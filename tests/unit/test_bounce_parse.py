@@ -1,4 +1,4 @@
-"""Reading bounce mails (outbox.bounces.parse), without a database."""
+"""Reading bounce mails (outbox.capabilities.bounces.parse), without a database."""
 
 import pytest
 

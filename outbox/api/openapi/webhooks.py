@@ -69,7 +69,7 @@ def schemas() -> dict[str, Schema]:
 
 
 def event() -> Schema:
-    """The body of every webhook request (outbox.events.Event), whatever its kind."""
+    """The body of every webhook request (webhooks.events.Event), whatever its kind."""
     maybe_text: Schema = {"type": ["string", "null"]}
     data: dict[str, Schema] = {
         "id": {"type": ["integer", "null"], "description": "The message's; null in webhook.test."},

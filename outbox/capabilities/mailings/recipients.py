@@ -1,7 +1,7 @@
 """A mailing's recipients: each checked, then stored as a message row, a chunk per INSERT.
 
 A recipient row holds its address and fields; its subject and bodies stay empty, and a
-worker renders them from the mailing at send time (outbox.mailings.render). The queue
+worker renders them from the mailing at send time (outbox.capabilities.mailings.render). The queue
 inserts the rows (queue.insert_rows), in the caller's transaction, so a request's
 recipients are stored all or none.
 """

@@ -1,8 +1,8 @@
 """Mail handed over as it came: stored raw, byte for byte, and sent as it is.
 
-queue_raw is what `outbox smtpd` (outbox.submission.server) calls after DATA: it checks
+queue_raw is what `outbox smtpd` (outbox.capabilities.submission.server) calls after DATA: it checks
 the mail, stores it with its envelope in one transaction and says what it was queued
-as. The workers send a raw mail's bytes as they are (outbox.submission.raw), with the
+as. The workers send a raw mail's bytes as they are (outbox.capabilities.submission.raw), with the
 same claims, retries, per-recipient states, bounces, suppression and DKIM as any other.
 """
 
@@ -34,7 +34,7 @@ def queue_raw(sender: str, recipients: list[str], data: bytes, *, source: str) -
     """Store one submitted mail (DATA as received, CRLF line ends, not dot-stuffed).
 
     sender is MAIL FROM's address, recipients RCPT TO's (the envelope: Bcc is whoever
-    is not in To or Cc). Long lines and bare LFs are repaired (outbox.submission.repair).
+    is not in To or Cc). Long lines and bare LFs are repaired (submission.repair).
     Raises Refused naming the problem (a malformed address, a line that cannot be
     repaired, a NUL, a broken header, over MAX_MESSAGE_BYTES) with nothing
     stored; a database error (sqlalchemy.exc.DBAPIError) as it is, nothing stored.

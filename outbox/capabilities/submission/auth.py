@@ -2,7 +2,7 @@
 
 The user name is the token's name and the password the token, so a mail's source
 (`smtp:<name>`) says which token handed it over. The check reads the token cache
-(outbox.tokens), which may ask the database: it runs in a thread, never on the loop.
+(outbox.auth.tokens), which may ask the database: it runs in a thread, never on the loop.
 """
 
 import logging

@@ -2,7 +2,7 @@
 
 No relay without AUTH (530 to MAIL, RCPT and DATA before it), and AUTH only over TLS
 unless SMTPD_ALLOW_PLAINTEXT_AUTH. Envelope addresses are checked as the API checks
-them (outbox.addresses), the mail itself by queue_raw; `250 2.0.0 queued as <id>` only
+them (outbox.core.addresses), the mail itself by queue_raw; `250 2.0.0 queued as <id>` only
 once it is committed, 421 when the database cannot be reached, so that the client
 keeps its copy and tries again.
 """
@@ -118,7 +118,7 @@ class Submission(smtp_server.Connection):
     async def smtp_DATA(self, arg: str) -> None:  # noqa: N802
         """DATA with lines as long as the mail may be, for the store to repair.
 
-        Long lines and bare LFs are mended (outbox.submission.repair), and with bare LFs
+        Long lines and bare LFs are mended (submission.repair), and with bare LFs
         a client's whole mail is one line to aiosmtpd. aiosmtpd takes a line only as long
         as its reader's limit, which is also what the reader buffers before it stops
         reading: lifted to the size limit for DATA alone, it keeps a mail's memory to a

@@ -247,7 +247,7 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
 def queue_raw(
     sender: str, recipients: list[str], data: bytes, *, source: str, **values: Any
 ) -> Queued:
-    """outbox.submission.queue_raw: see there. values: columns set otherwise than for a
+    """submission.queue_raw: see there. values: columns set otherwise than for a
     new submission (a copy's resent_from and max_attempts)."""
     now = utcnow()
     row = prepared(sender, recipients, data, now)

@@ -1,6 +1,6 @@
 """Rate limits per route and per recipient domain, held for all workers on all hosts.
 
-A limit is a token bucket row in the database (outbox.throttle.taking, with its
+A limit is a token bucket row in the database (outbox.capabilities.throttle.taking, with its
 argument for concurrency; the arithmetic and the bucket's size in .buckets). admit()
 takes the tokens of a claimed batch in one transaction and hands the claims it cannot
 let through back to waiting, due again at their turn: not an attempt. observe() slows a

@@ -1,6 +1,6 @@
 """A token bucket's arithmetic, with the time passed in: refill, take, slow down, recover.
 
-Pure: no database. outbox.throttle.taking reads a bucket's row under a lock, runs these
+Pure: no database. outbox.capabilities.throttle.taking reads a bucket's row under a lock, runs these
 and writes the row back in the same transaction.
 
 The size (burst) is a fifth of a second of sending, at least one mail: max(1, rate / 5).

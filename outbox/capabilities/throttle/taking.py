@@ -5,7 +5,7 @@ read-modify-write of its row under a lock held to the commit:
 
 - MariaDB and PostgreSQL: SELECT ... FOR UPDATE of the batch's buckets, in name order
   (so two workers wanting the same buckets queue up instead of deadlocking), then the
-  arithmetic (outbox.throttle.buckets) in Python and an UPDATE of each row, then COMMIT.
+  arithmetic (throttle.buckets) in Python and an UPDATE of each row, then COMMIT.
   A second worker's locking read waits for the first's commit and then reads what it
   wrote (READ COMMITTED reads the latest committed row under FOR UPDATE), so no token is
   counted twice.

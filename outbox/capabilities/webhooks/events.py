@@ -4,7 +4,7 @@ The kinds and emit()'s signature are the contract the bounce and the suppression
 call; recorded() and lost() are the queue's hooks (registered by outbox.app). An event
 becomes one row of webhook_deliveries per enabled endpoint that takes its kind, written
 in the caller's transaction (the caller commits), so an event is kept exactly when what
-it tells of is; the workers deliver the rows (outbox.webhooks).
+it tells of is; the workers deliver the rows (outbox.capabilities.webhooks).
 """
 
 import json

@@ -1,5 +1,5 @@
 """The deliveries' rows: claimed like messages, outcomes written under the claim, sent again,
-tested, listed and purged. (outbox.events writes new ones.)"""
+tested, listed and purged. (outbox.capabilities.webhooks.events writes new ones.)"""
 
 import functools
 import random
