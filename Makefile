@@ -17,7 +17,7 @@ RUN_STAMP := $(VENV)/.installed-run
 DEV_STAMP := $(VENV)/.installed-dev
 DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: run check test soak lint docs clean
+.PHONY: run check test soak lint docs clean mutate
 
 # uv installs what outbox needs in a third of pip's time (a first make run: 4 s against
 # 12), so pip only puts uv into a venv made without pip of its own. uv reads the index
@@ -65,6 +65,62 @@ lint: $(DEV_STAMP)
 # a broken link or anchor fails the build.
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet -d build/site
+
+# Mutation testing (mutmut, settings in pyproject.toml's [tool.mutmut]) of the state machines
+# and the queue: each mutant of MUTATE_MODULES runs, one at a time on one core, against the
+# tests that call the function it changes, on SQLite. Prints, per module, the mutants and how
+# many were killed, survived or timed out; MUTATE_REPORT lists each one not killed, with its
+# diff, named by function and not by module: the listings of a module before and after it
+# moves compare with diff. A module that moves: make mutate MUTATE_MODULES="outbox/core/status.py
+# ...". These three make 438 mutants, at 3 to 17 s each on a shared machine: about an hour;
+# outbox/queue/claims.py adds 235 more.
+MUTATE_MODULES ?= outbox/status.py outbox/deliveries.py outbox/queue/moves.py
+MUTATE_REPORT ?= mutants/report.txt
+
+# mutmut reads its settings from pyproject.toml alone: the modules to mutate are set here.
+define MUTATE_RUN
+import sys
+from mutmut.configuration import config
+from mutmut.__main__ import cli
+config().only_mutate[:] = sys.argv[1:]
+cli(["run", "--max-children", "1"])
+endef
+
+define MUTATE_SUMMARY
+import sys
+from collections import Counter
+from pathlib import Path
+from mutmut.mutation.data import SourceFileMutationData
+from mutmut.mutation.diff_apply import get_diff_for_mutant
+from mutmut.stats import status_by_exit_code
+report, modules = Path(sys.argv[1]), sys.argv[2:]
+columns = ("killed", "survived", "timeout")
+print(f"{'module':32} {'mutants':>8}" + "".join(f" {c:>9}" for c in columns) + "  other")
+listing = []
+for module in modules:
+    data = SourceFileMutationData(path=module)
+    data.load()
+    def order(key):
+        function, _, number = key.rpartition("__mutmut_")
+        return function, int(number)
+    status = {key: status_by_exit_code[data.exit_code_by_key[key]] for key in sorted(data.exit_code_by_key, key=order)}
+    counts = Counter(status.values())
+    other = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()) if s not in columns)
+    print(f"{module:32} {len(status):8}" + "".join(f" {counts[c]:9}" for c in columns) + f"  {other}")
+    listing.append(f"# {module}: {len(status)} mutants, " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    for key, s in status.items():
+        if s != "killed":
+            diff = get_diff_for_mutant(key, path=module).split("\n", 2)[2]
+            listing += [f"## {key.rpartition('.')[2]}: {s}", diff, ""]
+report.write_text("\n".join(listing) + "\n")
+print(f"mutants not killed, with their diffs: {report}")
+endef
+export MUTATE_RUN MUTATE_SUMMARY
+
+mutate: $(DEV_STAMP)
+	rm -rf mutants
+	OUTBOX_TEST_DATABASES=sqlite $(BIN)/python -c "$$MUTATE_RUN" $(MUTATE_MODULES)
+	$(BIN)/python -c "$$MUTATE_SUMMARY" $(MUTATE_REPORT) $(MUTATE_MODULES)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
