@@ -62,6 +62,7 @@ soak: $(DEV_STAMP)
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/mypy outbox
 
 # The docs site in build/site, its reference pages made from the code (docs/hooks/); strict:

@@ -19,10 +19,10 @@ import sqlalchemy as sa
 from flask_migrate import upgrade
 
 from outbox import create_app
-from outbox.bounces import store
-from outbox.extensions import db, dispose_engines
+from outbox.capabilities.bounces import store
+from outbox.core.status import Status
 from outbox.models import BounceMail, utcnow
-from outbox.status import Status
+from outbox.models.db import db, dispose_engines
 
 GROUP = 100
 

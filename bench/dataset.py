@@ -16,10 +16,11 @@ import sqlalchemy as sa
 from flask import Flask
 from flask_migrate import upgrade
 
-from outbox import create_app, heartbeats, rollups
-from outbox.extensions import db
+from outbox import create_app
+from outbox.core.status import Status
 from outbox.models import Attempt, Message, utcnow
-from outbox.status import Status
+from outbox.models.db import db
+from outbox.ops import heartbeats, rollups
 
 MESSAGES = cast(sa.Table, Message.__table__)
 ATTEMPTS = cast(sa.Table, Attempt.__table__)

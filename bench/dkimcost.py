@@ -23,10 +23,10 @@ from types import SimpleNamespace
 import dkim
 from cryptography.hazmat.primitives import serialization
 
-from outbox import mime
-from outbox.checks import Upload
-from outbox.dkim import keys, signing
-from outbox.rendered import Features
+from outbox.capabilities.dkim import keys
+from outbox.core.checks import Upload
+from outbox.mail import mime, signing
+from outbox.mail.rendered import Features
 
 NAMES = [b"from", b"to", b"subject", b"date", b"message-id", b"mime-version", b"content-type",
          b"from"]  # the headers outbox signs in these mails  # fmt: skip

@@ -39,9 +39,9 @@ from flask import Flask
 from flask_migrate import upgrade
 
 from outbox.config import DEFAULTS
-from outbox.extensions import db
+from outbox.core.status import Outcome, Status
 from outbox.models import CHUNK_BYTES, Attachment, AttachmentChunk, Attempt, Message, utcnow
-from outbox.status import Outcome, Status
+from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_drain?charset=utf8mb4"
 WORKER = [sys.executable, "-m", "outbox", "send-queued"]

@@ -26,9 +26,9 @@ import wrk
 from flask_migrate import upgrade
 from loadgen import Run, Share, drive, drive_wrk
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import Message
+from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_enqueue?charset=utf8mb4"
 LOCAL = {"127.0.0.1", "localhost", "::1"}

@@ -29,9 +29,9 @@ from flask_migrate import upgrade
 from smtpsink import free_port
 
 from outbox import queue
-from outbox.addresses import Mailbox
-from outbox.drafts import Draft
-from outbox.extensions import db
+from outbox.core.addresses import Mailbox
+from outbox.core.drafts import Draft
+from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_latency?charset=utf8mb4"
 

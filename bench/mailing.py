@@ -28,9 +28,10 @@ import sqlalchemy as sa
 from flask import Flask
 from flask_migrate import upgrade
 
-from outbox import queue, tokens
-from outbox.drafts import build_draft
-from outbox.extensions import db
+from outbox import queue
+from outbox.auth import tokens
+from outbox.core.drafts import build_draft
+from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_mailing?charset=utf8mb4"
 TABLES = ("messages", "mailings", "mailing_attachments", "mailing_attachment_chunks")

@@ -22,8 +22,9 @@ import sqlalchemy as sa
 from flask import Flask
 from flask.testing import FlaskClient
 
-from outbox import accounts, queue
-from outbox.extensions import db
+from outbox import queue
+from outbox.auth import accounts
+from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench?charset=utf8mb4"
 GOAL_MS = 150.0  # a staff page should answer within this, median of the timed runs

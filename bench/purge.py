@@ -31,10 +31,10 @@ import sqlalchemy as sa
 from flask import Flask
 from flask_migrate import upgrade
 
-from outbox import retention
-from outbox.extensions import db
+from outbox.capabilities import retention
+from outbox.core.status import Status
 from outbox.models import Message, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_purge?charset=utf8mb4"
 AGE = timedelta(days=200)  # how long ago the old messages settled

@@ -19,7 +19,7 @@ import pages
 import sqlalchemy as sa
 from flask import Flask
 
-from outbox.extensions import db
+from outbox.models.db import db
 
 GOAL_RATIO = 1.5  # a claim and the dashboard may cost this much more at the largest size
 PAGES = (("dashboard", "/"), ("messages", "/messages"), ("failed", "/messages?status=failed"))

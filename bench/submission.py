@@ -32,9 +32,9 @@ from enqueue import database_pid
 from flask_migrate import upgrade
 from servers import free_port
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import Message
+from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_submission?charset=utf8mb4"
 BIN = Path(sys.executable).parent

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .app import create_app
+    from outbox.app import create_app
 
 __all__ = ["create_app"]
 
@@ -15,7 +15,7 @@ def __getattr__(name: str) -> Any:
     the package must not pull in the app for them.
     """
     if name == "create_app":
-        from .app import create_app
+        from outbox.app import create_app
 
         return create_app
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

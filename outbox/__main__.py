@@ -2,8 +2,9 @@
 
 from flask.cli import FlaskGroup
 
-from . import checkup, demo
-from .app import create_app
+from outbox import demo
+from outbox.app import create_app
+from outbox.cli import checkup
 
 main = FlaskGroup(create_app=create_app, help="outbox: a database-backed mail outbox.")
 main.add_command(demo.command)

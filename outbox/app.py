@@ -13,12 +13,17 @@ from typing import Any
 from flask import Flask
 from sqlalchemy import event, exc
 
-from . import api, cli, drivers, health, logs, metrics, queue, tokens, web
-from . import config as settings
-from .bounces import store as bounces
-from .extensions import AUTOCOMMIT, db, mail, migrate
-from .mailings import unsubscribe
-from .routes import config as routes_file
+from outbox import api, cli, queue, web
+from outbox import config as settings
+from outbox.auth import tokens
+from outbox.capabilities.bounces import store as bounces
+from outbox.capabilities.mailings import unsubscribe
+from outbox.capabilities.routes import config as routes_file
+from outbox.core import logs
+from outbox.extensions import mail, migrate
+from outbox.models import drivers
+from outbox.models.db import AUTOCOMMIT, db
+from outbox.ops import metrics, probes
 
 log = logging.getLogger(__name__)
 PACKAGE = Path(__file__).resolve().parent
@@ -65,7 +70,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 
     app.register_blueprint(api.bp)
-    health.init_app(app, MIGRATIONS)
+    probes.init_app(app, MIGRATIONS)
     metrics.init_app(app)
     web.init_app(app)
     app.register_blueprint(unsubscribe.bp)

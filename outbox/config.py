@@ -3,9 +3,11 @@
 from collections.abc import Mapping
 from typing import Any
 
-from . import admission, logs, smtp
-from .bounces import settings as bounce_settings
-from .status import shortest_lock_timeout
+from outbox import smtp
+from outbox.capabilities.bounces import settings as bounce_settings
+from outbox.core import logs
+from outbox.core.status import shortest_lock_timeout
+from outbox.smtp import admission
 
 # Each default with its unit. Every name here can be set as OUTBOX_<NAME> in the
 # environment or as <NAME> in instance/config.py.

@@ -16,8 +16,11 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from flask_migrate import upgrade
 from werkzeug.serving import run_simple
 
-from . import accounts, logs, runner, tokens, worker
-from .app import create_app
+from outbox import worker
+from outbox.app import create_app
+from outbox.auth import accounts, tokens
+from outbox.core import logs
+from outbox.worker import runner
 
 log = logging.getLogger("outbox.demo")
 DEMO_SENDER = "outbox@demo.example"

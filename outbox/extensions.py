@@ -1,28 +1,11 @@
-"""The Flask extension objects, bound to the app in create_app."""
+"""The Flask extension objects of the web side, bound to the app in create_app."""
 
 from flask_login import LoginManager
 from flask_mail import Mail
 from flask_migrate import Migrate
-from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import CSRFProtect
-from sqlalchemy.orm import DeclarativeBase
 
-
-class Base(DeclarativeBase):
-    pass
-
-
-db = SQLAlchemy(model_class=Base)
-# The bind key of a second engine on a database server, whose connections commit each
-# statement (see queue.enqueue).
-AUTOCOMMIT = "autocommit"
 mail = Mail()
 migrate = Migrate()
 login_manager = LoginManager()
 csrf = CSRFProtect()
-
-
-def dispose_engines() -> None:
-    """Close the pooled connections of the app's engines, the autocommit one too."""
-    for engine in db.engines.values():
-        engine.dispose()

@@ -8,7 +8,7 @@ from typing import Any
 from mkdocs.structure.files import File, Files
 
 from outbox import config as settings
-from outbox import openapi
+from outbox.api import openapi
 
 Schema = dict[str, Any]
 GENERATED = "<!-- Generated from {source} by docs/hooks/reference.py; do not edit. -->\n\n"
@@ -33,7 +33,7 @@ def api_page() -> str:
     """The HTTP API reference, from the OpenAPI document /api/openapi.json serves."""
     document = openapi.document()
     info = document["info"]
-    lines = [GENERATED.format(source="outbox.openapi.document()"), "# HTTP API reference", ""]
+    lines = [GENERATED.format(source="outbox.api.openapi.document()"), "# HTTP API reference", ""]
     lines += [
         f"{info['description']} OpenAPI {document['openapi']}, version {info['version']}: "
         "the same document `GET /api/openapi.json` answers. Every request carries "

@@ -1,7 +1,7 @@
 """The HTTP API other web apps use: queue messages, list and read them, resend or cancel one."""
 
-from . import enqueueing, listing, messages, suppressions, webhooks  # noqa: F401 (routes)
-from . import mailings as _mailings  # noqa: F401, I001 (routes)
-from .blueprint import bp
+from outbox.api import enqueueing, listing, messages, suppressions, webhooks  # noqa: F401 (routes)
+from outbox.api import mailings as _mailings  # noqa: F401, I001 (routes)
+from outbox.api.blueprint import bp
 
 __all__ = ["bp"]

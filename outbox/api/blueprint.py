@@ -7,9 +7,10 @@ from flask.blueprints import BlueprintSetupState
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from werkzeug.exceptions import HTTPException
 
-from .. import openapi, tokens
-from ..checks import oversize
-from ..extensions import csrf
+from outbox.api import openapi
+from outbox.auth import tokens
+from outbox.core.checks import oversize
+from outbox.extensions import csrf
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 # What an API answer (JSON, never rendered) needs: not to be sniffed as a page, framed

@@ -4,12 +4,12 @@ from typing import Any
 
 from flask import request
 
-from .. import untrusted_json
-from ..checks import Upload, check_inline, check_upload
-from ..drafts import Draft, DraftError, build_draft
-from ..schema import FORM_KINDS, WIRE_NAMES, unknown_field
-from ..wire import BATCH_LIMIT
-from .blueprint import Refused
+from outbox.api.blueprint import Refused
+from outbox.core import untrusted_json
+from outbox.core.checks import Upload, check_inline, check_upload
+from outbox.core.drafts import Draft, DraftError, build_draft
+from outbox.core.schema import FORM_KINDS, WIRE_NAMES, unknown_field
+from outbox.queue.wire import BATCH_LIMIT
 
 JSON = "application/json"
 FORM = "application/x-www-form-urlencoded"

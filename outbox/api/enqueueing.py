@@ -4,11 +4,12 @@ from typing import Any
 
 from flask import Response, current_app, g, jsonify, request, url_for
 
-from .. import metrics, queue
-from ..drafts import Draft, DraftError, build_draft
-from ..wire import BATCH_KEY, IDEMPOTENCY_KEY, message_json
-from .blueprint import Refused, answer_error, bp, too_large
-from .bodies import batch_items, read_draft
+from outbox import queue
+from outbox.api.blueprint import Refused, answer_error, bp, too_large
+from outbox.api.bodies import batch_items, read_draft
+from outbox.core.drafts import Draft, DraftError, build_draft
+from outbox.ops import metrics
+from outbox.queue.wire import BATCH_KEY, IDEMPOTENCY_KEY, message_json
 
 
 @bp.post("/messages")

@@ -9,16 +9,16 @@ from flask import Response, current_app, jsonify, request, url_for
 from sqlalchemy import Select, Text, cast, func, or_, select
 from sqlalchemy.orm import load_only
 
-from ..addresses import Mailbox
-from ..addresses import parse as parse_addresses
-from ..checks import UNSTORABLE_ERROR, unstorable
-from ..extensions import db
-from ..models import Message
-from ..reports import with_status
-from ..schema import utc_moment
-from ..status import Status
-from ..wire import MAX_PAGE_LIMIT, PAGE_LIMIT, message_json
-from .blueprint import Refused, bp
+from outbox.api.blueprint import Refused, bp
+from outbox.core.addresses import Mailbox
+from outbox.core.addresses import parse as parse_addresses
+from outbox.core.checks import UNSTORABLE_ERROR, unstorable
+from outbox.core.schema import utc_moment
+from outbox.core.status import Status
+from outbox.models import Message
+from outbox.models.db import db
+from outbox.ops.reports import with_status
+from outbox.queue.wire import MAX_PAGE_LIMIT, PAGE_LIMIT, message_json
 
 # A page filtered by recipient, source or time reads at most this many ids: no index
 # serves those filters in id order (the recipients are a JSON column), and a rare one

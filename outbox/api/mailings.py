@@ -5,13 +5,14 @@ from typing import Any
 
 from flask import Response, current_app, g, jsonify, request, url_for
 
-from .. import audit, metrics
-from ..extensions import db
-from ..mailings import control, intake
-from ..models import ID_RANGE, Mailing
-from ..wire import IDEMPOTENCY_KEY, iso
-from .blueprint import Refused, answer_error, bp
-from .bodies import JSON, check_content_type
+from outbox.api.blueprint import Refused, answer_error, bp
+from outbox.api.bodies import JSON, check_content_type
+from outbox.auth import audit
+from outbox.capabilities.mailings import control, intake
+from outbox.models import ID_RANGE, Mailing
+from outbox.models.db import db
+from outbox.ops import metrics
+from outbox.queue.wire import IDEMPOTENCY_KEY, iso
 
 
 @bp.errorhandler(intake.Refusal)

@@ -3,11 +3,12 @@
 from flask import Response, abort, current_app, jsonify
 from sqlalchemy import select
 
-from .. import audit, queue
-from ..extensions import db
-from ..models import Attachment, Attempt, Message, utcnow
-from ..wire import detail_json, iso, message_json
-from .blueprint import answer_error, bp
+from outbox import queue
+from outbox.api.blueprint import answer_error, bp
+from outbox.auth import audit
+from outbox.models import Attachment, Attempt, Message, utcnow
+from outbox.models.db import db
+from outbox.queue.wire import detail_json, iso, message_json
 
 
 def _find(message_pk: int) -> Message:

@@ -5,11 +5,11 @@ from typing import Any
 
 from flask import Response, jsonify, request, url_for
 
-from .. import untrusted_json
-from ..checks import UNSTORABLE_ERROR, unstorable
-from ..suppression import manage
-from ..suppression.screen import Rejected
-from .blueprint import Refused, answer_error, bp
+from outbox.api.blueprint import Refused, answer_error, bp
+from outbox.capabilities.suppression import manage
+from outbox.capabilities.suppression.screen import Rejected
+from outbox.core import untrusted_json
+from outbox.core.checks import UNSTORABLE_ERROR, unstorable
 
 MAX_LIMIT = 500
 FIELDS = ("address", "reason", "expires_at")

@@ -5,12 +5,12 @@ from typing import Any
 
 from flask import Response, jsonify, request, url_for
 
-from .. import untrusted_json
-from ..extensions import db
-from ..models import WebhookDelivery, WebhookEndpoint
-from ..webhooks import endpoints, store
-from ..wire import iso
-from .blueprint import Refused, bp
+from outbox.api.blueprint import Refused, bp
+from outbox.capabilities.webhooks import endpoints, store
+from outbox.core import untrusted_json
+from outbox.models import WebhookDelivery, WebhookEndpoint
+from outbox.models.db import db
+from outbox.queue.wire import iso
 
 FIELDS = {"url", "events"}  # what POST /api/webhooks takes
 

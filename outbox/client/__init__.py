@@ -5,9 +5,9 @@ nor a database driver (outbox.client.django and outbox.client.flask import their
 framework, and only they do).
 """
 
-from .api import BATCH_LIMIT, Client, new_key
-from .email import Attachment, Email
-from .errors import (
+from outbox.client.api import BATCH_LIMIT, Client, new_key
+from outbox.client.email import Attachment, Email
+from outbox.client.errors import (
     AuthError,
     Conflict,
     FieldError,
@@ -18,7 +18,15 @@ from .errors import (
     TooLarge,
     Unavailable,
 )
-from .results import AttachmentInfo, AttemptInfo, Message, MessageDetail, Page, Queued, Recipient
+from outbox.client.results import (
+    AttachmentInfo,
+    AttemptInfo,
+    Message,
+    MessageDetail,
+    Page,
+    Queued,
+    Recipient,
+)
 
 __all__ = [
     "BATCH_LIMIT", "Attachment", "AttachmentInfo", "AttemptInfo", "AuthError", "Client",

@@ -6,10 +6,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import parse_qs, quote, urlencode, urlsplit
 
-from .email import Email, utc_text
-from .errors import Unavailable
-from .results import Message, MessageDetail, Page, Queued
-from .transport import Answer, Retries, Transport
+from outbox.client.email import Email, utc_text
+from outbox.client.errors import Unavailable
+from outbox.client.results import Message, MessageDetail, Page, Queued
+from outbox.client.transport import Answer, Retries, Transport
 
 # The API's batch limit (outbox.wire.BATCH_LIMIT), kept here because outbox.wire needs
 # pydantic and the app's models, which a client does not have; send_many splits by it

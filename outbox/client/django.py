@@ -14,9 +14,9 @@ from django.conf import settings
 from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.message import EmailMessage
 
-from .api import BATCH_LIMIT, Client
-from .email import Attachment, Email, content_id, unnamed
-from .errors import OutboxError
+from outbox.client.api import BATCH_LIMIT, Client
+from outbox.client.email import Attachment, Email, content_id, unnamed
+from outbox.client.errors import OutboxError
 
 # Headers Django reads from extra_headers itself (From, To, Cc, Reply-To), and those
 # outbox writes itself: the Message-ID it fixes at enqueue, so that a retried send is

@@ -14,9 +14,9 @@ from flask import Flask, current_app
 from flask_mail import Message as MailMessage
 from flask_mail import email_dispatched
 
-from .api import Client
-from .email import Attachment, Email, content_id, unnamed
-from .results import Message
+from outbox.client.api import Client
+from outbox.client.email import Attachment, Email, content_id, unnamed
+from outbox.client.results import Message
 
 # Headers outbox writes itself: the Message-ID it fixes at enqueue (set on the message
 # as msgId once queued) and the Date of sending.

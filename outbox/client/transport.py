@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import OutboxError, Unavailable, from_answer
+from outbox.client.errors import OutboxError, Unavailable, from_answer
 
 # Connection errors: the request may or may not have reached the server.
 CONNECTION_ERRORS = (OSError, http.client.HTTPException)

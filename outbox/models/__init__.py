@@ -10,19 +10,29 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationship
 
-from ..addresses import Kind, Mailbox, by_kind
-from ..extensions import Base
-from ..status import Status
-from .bounces import BounceMail
-from .dkim import DkimKey as DkimKey
-from .mailings import Mailing, MailingAttachment, MailingAttachmentChunk
-from .ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
-from .routes import ROUTE_CHARS, RouteHealth
-from .staff import ApiToken, AuditEvent, SignInFailure, User
-from .suppression import Suppression
-from .throttle import Throttle
-from .types import CHUNK_BYTES, ID_RANGE, REPLY_CHARS, Blob, Id, Key, LongText, Timestamp, utcnow
-from .webhooks import WebhookDelivery, WebhookEndpoint
+from outbox.core.addresses import Kind, Mailbox, by_kind
+from outbox.core.status import Status
+from outbox.models.bounces import BounceMail
+from outbox.models.db import Base
+from outbox.models.dkim import DkimKey as DkimKey
+from outbox.models.mailings import Mailing, MailingAttachment, MailingAttachmentChunk
+from outbox.models.ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
+from outbox.models.routes import ROUTE_CHARS, RouteHealth
+from outbox.models.staff import ApiToken, AuditEvent, SignInFailure, User
+from outbox.models.suppression import Suppression
+from outbox.models.throttle import Throttle
+from outbox.models.types import (
+    CHUNK_BYTES,
+    ID_RANGE,
+    REPLY_CHARS,
+    Blob,
+    Id,
+    Key,
+    LongText,
+    Timestamp,
+    utcnow,
+)
+from outbox.models.webhooks import WebhookDelivery, WebhookEndpoint
 
 
 class Message(Base):

@@ -6,8 +6,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Boolean, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Blob, Id, Timestamp
+from outbox.models.db import Base
+from outbox.models.types import Blob, Id, Timestamp
 
 
 class BounceMail(Base):

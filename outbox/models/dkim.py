@@ -5,8 +5,8 @@ from datetime import datetime
 from sqlalchemy import String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Id, Timestamp, utcnow
+from outbox.models.db import Base
+from outbox.models.types import Id, Timestamp, utcnow
 
 
 class DkimKey(Base):

@@ -6,8 +6,8 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Blob, Id, Key, LongText, Timestamp, utcnow
+from outbox.models.db import Base
+from outbox.models.types import Blob, Id, Key, LongText, Timestamp, utcnow
 
 
 class Mailing(Base):

@@ -5,8 +5,8 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Key, Timestamp
+from outbox.models.db import Base
+from outbox.models.types import Key, Timestamp
 
 
 class WorkerBeat(Base):

@@ -5,8 +5,8 @@ from datetime import datetime
 from sqlalchemy import Integer, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Key, Timestamp
+from outbox.models.db import Base
+from outbox.models.types import Key, Timestamp
 
 # A route's name (routes.config.NAME) as attempts.route and route_health.name hold it.
 ROUTE_CHARS = 64

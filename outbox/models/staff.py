@@ -8,9 +8,9 @@ from flask_login import UserMixin
 from sqlalchemy import BigInteger, Index, Integer, String, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from ..roles import ALL_SCOPES, allows
-from .types import Id, Key, Timestamp, utcnow
+from outbox.core.roles import ALL_SCOPES, allows
+from outbox.models.db import Base
+from outbox.models.types import Id, Key, Timestamp, utcnow
 
 
 class ApiToken(Base):

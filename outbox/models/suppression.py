@@ -6,8 +6,8 @@ from sqlalchemy import BigInteger, Index, String, Text
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Id, Timestamp, utcnow
+from outbox.models.db import Base
+from outbox.models.types import Id, Timestamp, utcnow
 
 # The matching key (outbox.suppression.key_of): a local part (at most 64 octets, kept
 # exact) and a domain of A-labels (at most 253). Compared exactly: MySQL's default

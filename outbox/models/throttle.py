@@ -6,8 +6,8 @@ from sqlalchemy import Double, String
 from sqlalchemy.dialects import mysql
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Timestamp
+from outbox.models.db import Base
+from outbox.models.types import Timestamp
 
 # "route:<name>", "domain:<A-labels>" or "domain:*": a domain is at most 253 octets.
 BucketName = String(300).with_variant(

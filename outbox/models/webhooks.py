@@ -5,8 +5,8 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Boolean, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from ..extensions import Base
-from .types import Id, Key, LongText, Timestamp, utcnow
+from outbox.models.db import Base
+from outbox.models.types import Id, Key, LongText, Timestamp, utcnow
 
 # A receiver's answer is kept up to this many characters, for the endpoint's page.
 RESPONSE_CHARS = 500

@@ -5,12 +5,12 @@ status.MOVES and names in its WHERE the status (and, for a worker, the claim) it
 Callers use the verbs below; the modules behind them are the package's own business.
 """
 
-from .attachments import Damaged, read_attachments, read_inline
-from .claims import Claim, claim_batch, has_due, release, release_held, renew
-from .holds import hold
-from .moves import MoveRefused
-from .outcomes import Finished, on_recorded, record, release_stale
-from .staff import (
+from outbox.queue.attachments import Damaged, read_attachments, read_inline
+from outbox.queue.claims import Claim, claim_batch, has_due, release, release_held, renew
+from outbox.queue.holds import hold
+from outbox.queue.moves import MoveRefused
+from outbox.queue.outcomes import Finished, on_recorded, record, release_stale
+from outbox.queue.staff import (
     Moved,
     cancel,
     cancel_many,
@@ -20,7 +20,13 @@ from .staff import (
     send_again,
     send_now,
 )
-from .store import BATCH_KEY_SEPARATOR, Queued, batch_fingerprint, enqueue, enqueue_batch
+from outbox.queue.store import (
+    BATCH_KEY_SEPARATOR,
+    Queued,
+    batch_fingerprint,
+    enqueue,
+    enqueue_batch,
+)
 
 __all__ = [
     "BATCH_KEY_SEPARATOR", "Claim", "Damaged", "Finished", "MoveRefused", "Queued",

@@ -4,9 +4,9 @@ import io
 
 from sqlalchemy import select
 
-from ..checks import Upload
-from ..extensions import db
-from ..models import CHUNK_BYTES, Attachment, AttachmentChunk
+from outbox.core.checks import Upload
+from outbox.models import CHUNK_BYTES, Attachment, AttachmentChunk
+from outbox.models.db import db
 
 
 class Damaged(Exception):

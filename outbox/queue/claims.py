@@ -11,10 +11,10 @@ from typing import Any, TypeVar
 from sqlalchemy import ColumnElement, Executable, Row, Update, bindparam, case, exists, select
 from sqlalchemy.exc import DBAPIError
 
-from ..extensions import db
-from ..models import utcnow
-from ..status import CLAIMABLE, Status
-from .moves import MESSAGES, changed, guarded
+from outbox.core.status import CLAIMABLE, Status
+from outbox.models import utcnow
+from outbox.models.db import db
+from outbox.queue.moves import MESSAGES, changed, guarded
 
 CLAIM_TRIES = 8
 T = TypeVar("T")

@@ -5,9 +5,9 @@ from datetime import datetime
 
 from sqlalchemy import case
 
-from ..status import Status
-from .claims import Claim
-from .moves import MESSAGES, changed, guarded
+from outbox.core.status import Status
+from outbox.queue.claims import Claim
+from outbox.queue.moves import MESSAGES, changed, guarded
 
 
 def hold(claims: Mapping[Claim, datetime]) -> int:

@@ -16,9 +16,9 @@ from sqlalchemy import (
     update,
 )
 
-from ..extensions import db
-from ..models import Attempt, Message, Timestamp, utcnow
-from ..status import MOVES, Status
+from outbox.core.status import MOVES, Status
+from outbox.models import Attempt, Message, Timestamp, utcnow
+from outbox.models.db import db
 
 SETTLED = frozenset({Status.SENT, Status.FAILED, Status.CANCELLED})
 

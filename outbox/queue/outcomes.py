@@ -9,13 +9,13 @@ from typing import Any, cast
 from flask import Flask, current_app
 from sqlalchemy import CursorResult, Executable, bindparam, case, insert, select
 
-from .. import events
-from ..extensions import db
-from ..models import REPLY_CHARS, utcnow
-from ..status import Outcome, Retry, Status
-from ..suppression.smtp import suppress_refused
-from .claims import Claim
-from .moves import ATTEMPTS, MESSAGES, changed, guarded
+from outbox.capabilities.suppression.smtp import suppress_refused
+from outbox.capabilities.webhooks import events
+from outbox.core.status import Outcome, Retry, Status
+from outbox.models import REPLY_CHARS, utcnow
+from outbox.models.db import db
+from outbox.queue.claims import Claim
+from outbox.queue.moves import ATTEMPTS, MESSAGES, changed, guarded
 
 # What a higher layer does when outcomes are recorded: called with each message's new
 # status, in the recording's transaction, before it commits (bounces register at start).

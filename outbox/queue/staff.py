@@ -5,16 +5,16 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
-from ..addresses import Kind
-from ..drafts import Draft
-from ..extensions import db
-from ..mailings import render as mailing_render
-from ..models import Message, utcnow
-from ..status import Status, sources
-from ..suppression import screen as suppression_screen
-from .attachments import read_attachments
-from .moves import MESSAGES, MoveRefused, changed, due_again, guarded, move_one
-from .store import enqueue
+from outbox.capabilities.mailings import render as mailing_render
+from outbox.capabilities.suppression import screen as suppression_screen
+from outbox.core.addresses import Kind
+from outbox.core.drafts import Draft
+from outbox.core.status import Status, sources
+from outbox.models import Message, utcnow
+from outbox.models.db import db
+from outbox.queue.attachments import read_attachments
+from outbox.queue.moves import MESSAGES, MoveRefused, changed, due_again, guarded, move_one
+from outbox.queue.store import enqueue
 
 
 def cancel(message_id: int) -> None:
@@ -67,7 +67,7 @@ def send_again(message_id: int, source: str, max_attempts: int) -> Message:
     if old.bodies_dropped_at is not None:  # retention dropped what would be sent
         raise MoveRefused(f"message {message_id} has no bodies any more (retention)")
     if old.raw_size is not None:  # submission: the same bytes, a new Message-ID
-        from ..submission.store import copied
+        from outbox.capabilities.submission.store import copied
 
         return copied(old, source, max_attempts)
     draft = Draft(

@@ -10,15 +10,15 @@ from typing import Any
 from sqlalchemy import insert, select
 from sqlalchemy.exc import IntegrityError
 
-from ..addresses import Mailbox, a_label, stored
-from ..checks import Upload
-from ..drafts import Draft
-from ..extensions import AUTOCOMMIT, db
-from ..models import Message, utcnow
-from ..status import Status
-from ..suppression import screen as suppression_screen
-from . import attachments, direct
-from .moves import MESSAGES
+from outbox.capabilities.suppression import screen as suppression_screen
+from outbox.core.addresses import Mailbox, a_label, stored
+from outbox.core.checks import Upload
+from outbox.core.drafts import Draft
+from outbox.core.status import Status
+from outbox.models import Message, utcnow
+from outbox.models.db import AUTOCOMMIT, db
+from outbox.queue import attachments, direct
+from outbox.queue.moves import MESSAGES
 
 INSERT_MESSAGE = insert(MESSAGES)
 

@@ -20,9 +20,10 @@ from flask_login import current_user
 from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from .. import accounts, health
-from ..extensions import csrf, login_manager
-from ..models import utcnow
+from outbox.auth import accounts
+from outbox.extensions import csrf, login_manager
+from outbox.models import utcnow
+from outbox.ops import probes
 
 # Only the app's own scripts and styles; the HTML body of a message gets a stricter
 # policy of its own (see messages.html_body).
@@ -50,8 +51,8 @@ def _is_api() -> bool:
 
 
 def _sessionless() -> bool:
-    """The API, and the probes and metrics (health.PATHS): no cookie session."""
-    return _is_api() or request.path in health.PATHS
+    """The API, and the probes and metrics (probes.PATHS): no cookie session."""
+    return _is_api() or request.path in probes.PATHS
 
 
 class HttpsAwareSessions(SecureCookieSessionInterface):
@@ -169,7 +170,7 @@ def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
         def handle(exc: HTTPException, earlier: list[Callable[..., Any]] = earlier) -> Any:
             if _is_api():
                 return earlier[0](exc) if earlier else exc
-            if request.path in health.PATHS:
+            if request.path in probes.PATHS:
                 return exc  # Werkzeug's own short page: no session, no CSRF token
             return error_page(exc)
 
@@ -183,10 +184,10 @@ def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
 
 def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
-    from . import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
-    from . import mailings as mailing_pages  # noqa: I001
-    from . import routes as route_pages
-    from .roles import can
+    from outbox.web import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
+    from outbox.web import mailings as mailing_pages  # noqa: I001
+    from outbox.web import routes as route_pages
+    from outbox.web.roles import can
 
     # Flask's defaults hold the key already (as None), so setdefault would not set it.
     app.config["SESSION_COOKIE_SAMESITE"] = app.config["SESSION_COOKIE_SAMESITE"] or "Lax"

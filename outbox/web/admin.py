@@ -5,11 +5,11 @@ from flask.typing import ResponseReturnValue
 from flask_login import login_required
 from sqlalchemy import select
 
-from .. import accounts, audit, tokens
-from ..extensions import db
-from ..models import ID_RANGE, ApiToken, User
-from ..roles import ACTIONS, ROLES, SCOPES
-from .roles import requires
+from outbox.auth import accounts, audit, tokens
+from outbox.core.roles import ACTIONS, ROLES, SCOPES
+from outbox.models import ID_RANGE, ApiToken, User
+from outbox.models.db import db
+from outbox.web.roles import requires
 
 bp = Blueprint("admin", __name__, url_prefix="/admin")
 bp.before_request(login_required(lambda: None))

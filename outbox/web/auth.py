@@ -5,9 +5,9 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_user, logout_user
 from werkzeug.wrappers import Response
 
-from .. import accounts, audit
-from .forms import SignInForm
-from .links import local_path
+from outbox.auth import accounts, audit
+from outbox.web.forms import SignInForm
+from outbox.web.links import local_path
 
 bp = Blueprint("auth", __name__)
 

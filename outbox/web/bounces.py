@@ -4,9 +4,9 @@ from flask import Blueprint, Response, abort, render_template, request
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
 
-from ..bounces import inbox
-from ..extensions import db
-from ..models import ID_RANGE, BounceMail
+from outbox.capabilities.bounces import inbox
+from outbox.models import ID_RANGE, BounceMail
+from outbox.models.db import db
 
 bp = Blueprint("bounces", __name__, url_prefix="/bounces")
 bp.before_request(login_required(lambda: None))

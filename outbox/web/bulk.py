@@ -7,14 +7,15 @@ from flask.typing import ResponseReturnValue
 from flask_login import login_required
 from sqlalchemy import func, select
 
-from .. import audit, queue
-from ..extensions import db
-from ..models import ID_RANGE, Message
-from ..status import Status, sources
-from .confirm import confirm_page, confirmed
-from .forms import ActionForm
-from .messages import fragment, listing, wants_fragment
-from .roles import requires
+from outbox import queue
+from outbox.auth import audit
+from outbox.core.status import Status, sources
+from outbox.models import ID_RANGE, Message
+from outbox.models.db import db
+from outbox.web.confirm import confirm_page, confirmed
+from outbox.web.forms import ActionForm
+from outbox.web.messages import fragment, listing, wants_fragment
+from outbox.web.roles import requires
 
 bp = Blueprint("bulk", __name__, url_prefix="/messages")
 bp.before_request(login_required(lambda: None))

@@ -9,11 +9,13 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from werkzeug.datastructures import FileStorage
 
-from .. import audit, metrics, queue
-from ..checks import Upload, check_upload, oversize
-from ..drafts import Draft, DraftError, build_draft
-from ..schema import FORM_KINDS
-from .forms import ComposeForm
+from outbox import queue
+from outbox.auth import audit
+from outbox.core.checks import Upload, check_upload, oversize
+from outbox.core.drafts import Draft, DraftError, build_draft
+from outbox.core.schema import FORM_KINDS
+from outbox.ops import metrics
+from outbox.web.forms import ComposeForm
 
 FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]  # the uploads
 # The form's zone field holds the browser's IANA zone (live.js fills it in), or UTC when

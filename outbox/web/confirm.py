@@ -10,8 +10,8 @@ from typing import Any, NamedTuple
 from flask import render_template, request, url_for
 from flask.typing import ResponseReturnValue
 
-from ..models import Message
-from ..status import Status, sources
+from outbox.core.status import Status, sources
+from outbox.models import Message
 
 
 class Ask(NamedTuple):

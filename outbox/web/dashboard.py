@@ -17,12 +17,15 @@ from flask import (
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
-from .. import audit, heartbeats, pause, queue, reports, throttle
-from ..extensions import db
-from ..models import ID_RANGE, Message, WorkerBeat, utcnow
-from . import confirm
-from .forms import ActionForm, ResendAllForm
-from .roles import requires
+from outbox import queue
+from outbox.auth import audit
+from outbox.capabilities import throttle
+from outbox.models import ID_RANGE, Message, WorkerBeat, utcnow
+from outbox.models.db import db
+from outbox.ops import heartbeats, pause, reports
+from outbox.web import confirm
+from outbox.web.forms import ActionForm, ResendAllForm
+from outbox.web.roles import requires
 
 bp = Blueprint("dashboard", __name__)
 bp.before_request(login_required(lambda: None))

@@ -15,7 +15,7 @@ from wtforms import (
 )
 from wtforms.validators import DataRequired
 
-from ..schema import FORM_KINDS, NewMessage
+from outbox.core.schema import FORM_KINDS, NewMessage
 
 
 class SignInForm(FlaskForm):

@@ -7,14 +7,14 @@ from flask.typing import ResponseReturnValue
 from flask_login import login_required
 from sqlalchemy import select
 
-from .. import audit
-from ..extensions import db
-from ..mailings import control
-from ..mailings.intake import OPEN, Refusal
-from ..models import ID_RANGE, Mailing, Message
-from .confirm import confirm_page, confirmed
-from .forms import ActionForm
-from .roles import requires
+from outbox.auth import audit
+from outbox.capabilities.mailings import control
+from outbox.capabilities.mailings.intake import OPEN, Refusal
+from outbox.models import ID_RANGE, Mailing, Message
+from outbox.models.db import db
+from outbox.web.confirm import confirm_page, confirmed
+from outbox.web.forms import ActionForm
+from outbox.web.roles import requires
 
 bp = Blueprint("mailings", __name__, url_prefix="/mailings")
 bp.before_request(login_required(lambda: None))

@@ -18,21 +18,23 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 from sqlalchemy import select
 
-from .. import audit, pause, queue, reports
-from ..bounces import inbox
-from ..deliveries import partly_delivered
-from ..extensions import db
-from ..mailings import render as mailing_render
-from ..models import ID_RANGE, Attachment, AttachmentChunk, Attempt, Message, utcnow
-from ..status import Status
-from ..submission import shown as raw_shown
-from ..wire import recipient_json
-from . import compose as composing
-from .confirm import CANCEL, SEND_AGAIN, Ask, ask_first
-from .downloads import as_download
-from .forms import ActionForm, ResendAllForm
-from .roles import requires
-from .shown import (
+from outbox import queue
+from outbox.auth import audit
+from outbox.capabilities.bounces import inbox
+from outbox.capabilities.mailings import render as mailing_render
+from outbox.capabilities.submission import shown as raw_shown
+from outbox.core.deliveries import partly_delivered
+from outbox.core.status import Status
+from outbox.models import ID_RANGE, Attachment, AttachmentChunk, Attempt, Message, utcnow
+from outbox.models.db import db
+from outbox.ops import pause, reports
+from outbox.queue.wire import recipient_json
+from outbox.web import compose as composing
+from outbox.web.confirm import CANCEL, SEND_AGAIN, Ask, ask_first
+from outbox.web.downloads import as_download
+from outbox.web.forms import ActionForm, ResendAllForm
+from outbox.web.roles import requires
+from outbox.web.shown import (
     INLINE_SHOWN_BYTES,
     SHOWN_HTML_CHARS,
     back_to,

@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 from flask import abort
 from flask_login import current_user
 
-from ..roles import ACTIONS, ROLES
+from outbox.core.roles import ACTIONS, ROLES
 
 View = TypeVar("View", bound=Callable[..., Any])
 

@@ -4,9 +4,9 @@ from flask import Blueprint, current_app, render_template
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
 
-from .. import routes
-from ..routes import config as routes_file
-from ..routes import health
+from outbox.capabilities import routes
+from outbox.capabilities.routes import config as routes_file
+from outbox.capabilities.routes import health
 
 bp = Blueprint("routes", __name__, url_prefix="/routes")
 bp.before_request(login_required(lambda: None))

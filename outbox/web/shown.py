@@ -9,8 +9,8 @@ from urllib.parse import unquote
 
 from flask import url_for
 
-from ..checks import Upload
-from .links import local_path
+from outbox.core.checks import Upload
+from outbox.web.links import local_path
 
 # The most of an HTML body the page shows; the page says when it shows less.
 SHOWN_HTML_CHARS = 1024 * 1024

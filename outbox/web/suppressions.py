@@ -21,13 +21,13 @@ from flask_wtf.file import FileField, FileRequired
 from wtforms import IntegerField, StringField
 from wtforms.validators import NumberRange, Optional
 
-from ..models import utcnow
-from ..suppression import manage
-from ..suppression.screen import Rejected
-from .confirm import confirm_page, confirmed
-from .downloads import as_download
-from .forms import ActionForm
-from .roles import requires
+from outbox.capabilities.suppression import manage
+from outbox.capabilities.suppression.screen import Rejected
+from outbox.models import utcnow
+from outbox.web.confirm import confirm_page, confirmed
+from outbox.web.downloads import as_download
+from outbox.web.forms import ActionForm
+from outbox.web.roles import requires
 
 bp = Blueprint("suppressions", __name__, url_prefix="/suppressions")
 bp.before_request(login_required(lambda: None))

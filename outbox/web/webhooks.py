@@ -5,12 +5,11 @@ from flask import Blueprint, abort, flash, redirect, render_template, request, u
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
 
-from .. import events
-from ..models import WebhookEndpoint
-from ..webhooks import endpoints, store
-from .confirm import confirm_page, confirmed
-from .links import local_path
-from .roles import can, requires
+from outbox.capabilities.webhooks import endpoints, events, store
+from outbox.models import WebhookEndpoint
+from outbox.web.confirm import confirm_page, confirmed
+from outbox.web.links import local_path
+from outbox.web.roles import can, requires
 
 bp = Blueprint("webhooks", __name__, url_prefix="/admin/webhooks")
 bp.before_request(login_required(lambda: None))

@@ -9,12 +9,13 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import event, select, text
 
-from outbox import queue, retention, suppression
-from outbox.bounces import store, verp
-from outbox.extensions import db
+from outbox import queue
+from outbox.capabilities import retention, suppression
+from outbox.capabilities.bounces import store, verp
+from outbox.capabilities.webhooks import endpoints
+from outbox.core.status import Retry, Status
 from outbox.models import AuditEvent, BounceMail, WebhookDelivery, utcnow
-from outbox.status import Retry, Status
-from outbox.webhooks import endpoints
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support import bouncemail, outcomes
 from tests.support.rows import fresh, states

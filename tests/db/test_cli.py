@@ -6,9 +6,11 @@ import pytest
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import accounts, create_app, queue, reports, rollups, tokens
-from outbox.extensions import Base, db, dispose_engines
+from outbox import create_app, queue
+from outbox.auth import accounts, tokens
 from outbox.models import ApiToken, utcnow
+from outbox.models.db import Base, db, dispose_engines
+from outbox.ops import reports, rollups
 from tests.support.app import base_config
 
 

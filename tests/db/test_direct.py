@@ -5,8 +5,8 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from outbox.extensions import db
 from outbox.models import Message, utcnow
+from outbox.models.db import db
 from outbox.queue import store
 from tests.support.app import draft as make_draft
 

@@ -4,11 +4,12 @@ import threading
 
 import pytest
 
-from outbox import routes, smtp
-from outbox.extensions import db
+from outbox import smtp
+from outbox.capabilities import routes
+from outbox.capabilities.routes import health
+from outbox.core.status import Status
 from outbox.models import Attempt, Message
-from outbox.routes import health
-from outbox.status import Status
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.smtpd import SilentServer, SmtpServer, free_port
 

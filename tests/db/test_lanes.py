@@ -2,10 +2,11 @@
 
 import pytest
 
-from outbox import routes, smtp
-from outbox.extensions import db
+from outbox import smtp
+from outbox.capabilities import routes
+from outbox.core.status import Status
 from outbox.models import Message
-from outbox.status import Status
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.smtpd import SmtpServer
 

@@ -8,11 +8,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from flask_migrate import downgrade, upgrade
 
-from outbox import create_app, mime
-from outbox.addresses import Kind, Mailbox
-from outbox.extensions import Base, db, dispose_engines
+from outbox import create_app
+from outbox.core.addresses import Kind, Mailbox
+from outbox.mail import mime
+from outbox.mail.rendered import Features
 from outbox.models import Attempt, Message
-from outbox.rendered import Features
+from outbox.models.db import Base, db, dispose_engines
 from tests.support.app import base_config
 
 NOW = datetime(2030, 1, 10, 12, 0, 0)

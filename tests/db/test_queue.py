@@ -12,10 +12,10 @@ import sqlalchemy as sa
 
 import outbox
 from outbox import queue
-from outbox.extensions import db
+from outbox.core.status import MOVES, Outcome, Retry, Status
 from outbox.models import Attempt, Message, utcnow
+from outbox.models.db import db
 from outbox.queue import moves, store
-from outbox.status import MOVES, Outcome, Retry, Status
 from tests.support import outcomes
 from tests.support.app import draft as make_draft
 from tests.support.rows import fresh
@@ -200,7 +200,7 @@ def test_moves_of_chosen_messages_move_only_those_their_status_allows(app, make_
 
 
 def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message):
-    from outbox.checks import Upload
+    from outbox.core.checks import Upload
     from outbox.models import CHUNK_BYTES, AttachmentChunk
 
     big = bytes(range(256)) * (CHUNK_BYTES // 256 * 2 + 10)
@@ -216,7 +216,7 @@ def test_attachments_are_stored_in_chunks_and_read_back_whole(app, make_message)
 def test_attachments_missing_a_chunk_or_a_row_are_damaged_not_read_short(app, make_message):
     from sqlalchemy import delete
 
-    from outbox.checks import Upload
+    from outbox.core.checks import Upload
     from outbox.models import CHUNK_BYTES, Attachment, AttachmentChunk
 
     big = bytes(range(256)) * (CHUNK_BYTES // 256 + 10)

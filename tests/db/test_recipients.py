@@ -3,8 +3,8 @@
 import pytest
 
 from outbox import queue
-from outbox.extensions import db
-from outbox.status import Status
+from outbox.core.status import Status
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.rows import attempts_of, delivered, fresh, make_due, states
 
@@ -128,7 +128,7 @@ def test_a_recipient_in_to_and_cc_is_sent_to_once(smtp_app, smtp, make_message):
 
 
 def test_the_api_and_the_message_page_show_each_recipient(smtp_app, smtp, make_message, signed_in):
-    from outbox import tokens
+    from outbox.auth import tokens
 
     smtp.recorder.rcpt_replies.update({B: "550 5.1.1 no such user", C: "451 4.3.0 later"})
     message = make_message(to=[A, "Bee <b@example.com>"], bcc=[C])

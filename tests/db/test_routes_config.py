@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from outbox import create_app, routes
+from outbox import create_app
+from outbox.capabilities import routes
+from outbox.capabilities.routes import Route, Rule
+from outbox.capabilities.routes.config import RoutesError, load
 from outbox.config import DEFAULTS
-from outbox.routes import Route, Rule
-from outbox.routes.config import RoutesError, load
 from tests.support.app import base_config
 
 CONFIG = {**DEFAULTS, "SMTP_TIMEOUT": 7.0, "MAIL_MAX_CONNECTIONS": 2}

@@ -9,11 +9,12 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from flask_migrate import downgrade, upgrade
 
-from outbox import create_app, queue, tokens
-from outbox.extensions import Base, db, dispose_engines
+from outbox import create_app, queue
+from outbox.auth import tokens
+from outbox.capabilities.routes import health
+from outbox.core.status import Outcome, Retry
 from outbox.models import Attempt, RouteHealth
-from outbox.routes import health
-from outbox.status import Outcome, Retry
+from outbox.models.db import Base, db, dispose_engines
 from tests.support.app import base_config
 
 NOW = datetime(2030, 1, 10, 12, 0, 0)

@@ -13,8 +13,7 @@ from apscheduler.events import (
 )
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from outbox import runner
-from outbox.worker import Worker
+from outbox.worker import Worker, runner
 
 OVERRUN = "maximum number of running instances reached"
 

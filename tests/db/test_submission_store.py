@@ -9,14 +9,15 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from outbox import queue, retention, suppression
-from outbox.bounces import store as bounces
-from outbox.bounces import verp
-from outbox.extensions import db
+from outbox import queue
+from outbox.capabilities import retention, suppression
+from outbox.capabilities.bounces import store as bounces
+from outbox.capabilities.bounces import verp
+from outbox.capabilities.submission import Queued, Refused, queue_raw
+from outbox.capabilities.submission.raw import RawMail
+from outbox.mail.rendered import Features
 from outbox.models import BounceMail, Message, RawChunk, utcnow
-from outbox.rendered import Features
-from outbox.submission import Queued, Refused, queue_raw
-from outbox.submission.raw import RawMail
+from outbox.models.db import db
 from outbox.worker import Tally, Worker
 from tests.support import bouncemail
 from tests.support.dkimkeys import published, verifies

@@ -5,10 +5,12 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from outbox import queue, suppression, tokens
-from outbox.extensions import db
+from outbox import queue
+from outbox.auth import tokens
+from outbox.capabilities import suppression
+from outbox.core.status import Status
 from outbox.models import Message, Suppression, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.rows import delivered, fresh, states
 
@@ -227,7 +229,7 @@ def test_purge_old_removes_only_entries_expired_before_the_cutoff(app):
 
 
 def test_the_retention_purge_removes_entries_expired_long_ago(app):
-    from outbox import retention
+    from outbox.ops import retention
 
     now = utcnow()
     listed(A)

@@ -8,9 +8,10 @@ from contextlib import contextmanager
 import pytest
 import sqlalchemy as sa
 
-from outbox import queue, suppression
-from outbox.extensions import db
+from outbox import queue
+from outbox.capabilities import suppression
 from outbox.models import Suppression
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.app import draft
 from tests.support.rows import fresh, states

@@ -6,10 +6,10 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from outbox import suppression
-from outbox.extensions import db
+from outbox.capabilities import suppression
+from outbox.capabilities.webhooks import endpoints
 from outbox.models import WebhookDelivery
-from outbox.webhooks import endpoints
+from outbox.models.db import db
 from outbox.worker import Worker
 
 A, B = "a@example.com", "b@example.com"

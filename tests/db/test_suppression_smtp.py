@@ -3,10 +3,10 @@
 import pytest
 import sqlalchemy as sa
 
-from outbox import suppression
-from outbox.extensions import db
+from outbox.capabilities import suppression
+from outbox.core.status import Status
 from outbox.models import Suppression
-from outbox.status import Status
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.rows import fresh, make_due, states
 

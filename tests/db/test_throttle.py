@@ -6,14 +6,15 @@ import pytest
 from prometheus_client import REGISTRY
 from sqlalchemy import event, func, select
 
-from outbox import queue, throttle
-from outbox.deliveries import Reply
-from outbox.extensions import db
+from outbox import queue
+from outbox.capabilities import throttle
+from outbox.capabilities.throttle import buckets, keys, taking
+from outbox.capabilities.throttle.buckets import Bucket, burst_of
+from outbox.core.deliveries import Reply
+from outbox.core.status import Outcome, Status
 from outbox.models import Attempt, Message, Throttle, utcnow
-from outbox.replies import Result
-from outbox.status import Outcome, Status
-from outbox.throttle import buckets, keys, taking
-from outbox.throttle.buckets import Bucket, burst_of
+from outbox.models.db import db
+from outbox.smtp.replies import Result
 from tests.support.rows import fresh
 from tests.support.throttling import with_limits
 

@@ -4,10 +4,11 @@ from datetime import timedelta
 
 import pytest
 
-from outbox import queue, throttle
-from outbox.extensions import db
+from outbox import queue
+from outbox.capabilities import throttle
+from outbox.capabilities.throttle import buckets
 from outbox.models import Throttle, utcnow
-from outbox.throttle import buckets
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.pages import parse
 from tests.support.rows import fresh

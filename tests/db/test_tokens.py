@@ -3,9 +3,10 @@
 import pytest
 import sqlalchemy as sa
 
-from outbox import create_app, tokens
-from outbox.extensions import db
+from outbox import create_app
+from outbox.auth import tokens
 from outbox.models import ApiToken, utcnow
+from outbox.models.db import db
 from tests.support.app import base_config
 
 

@@ -10,10 +10,11 @@ import sqlalchemy
 from flask import Flask
 from sqlalchemy import func, insert, select
 
-from outbox import events, queue, retention
-from outbox.extensions import db
+from outbox import queue
+from outbox.capabilities import retention
+from outbox.capabilities.webhooks import endpoints, events, run_due, store
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
-from outbox.webhooks import endpoints, run_due, store
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.receiver import Receiver
 
@@ -198,7 +199,7 @@ def test_claims_are_disjoint_taken_back_after_the_lease_and_a_late_outcome_is_no
     assert store.release_stale(lease, now + timedelta(seconds=lease + 1)) == 10
     again = store.claim("three", 10, now + timedelta(seconds=lease + 1), in_flight=10)
     assert len(again) == 10
-    from outbox.webhooks.post import Answer
+    from outbox.capabilities.webhooks.post import Answer
 
     store.record("one", [(first[0], Answer(204, 5))], now)  # "one" lost its claim
     row = db.session.get(WebhookDelivery, first[0].id)
@@ -216,7 +217,7 @@ def test_an_endpoint_has_at_most_its_share_in_flight_across_workers(hooks_app, d
     first = store.claim("one", 8, now)
     assert sorted(c.endpoint_id for c in first) == [slow.id] * store.IN_FLIGHT + [other.id] * 2
     assert store.claim("two", 8, now) == []  # the slow one's share is in flight
-    from outbox.webhooks.post import Answer
+    from outbox.capabilities.webhooks.post import Answer
 
     store.record("one", [(c, Answer(204, 5)) for c in first], now)
     assert [c.endpoint_id for c in store.claim("two", 8, now)] == [slow.id] * store.IN_FLIGHT

@@ -7,10 +7,10 @@ import io
 import pytest
 from sqlalchemy import func, select
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
+from outbox.mail.rendered import Features
 from outbox.models import Message
-from outbox.rendered import Features
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.rows import fresh, states
 from tests.support.wire import aiosmtpd_server

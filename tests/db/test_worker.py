@@ -7,9 +7,9 @@ import pytest
 from sqlalchemy import func, select
 
 from outbox import queue
-from outbox.extensions import db
+from outbox.core.status import Status
 from outbox.models import Attempt, Message, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 from outbox.worker import Tally, Worker
 from tests.support.rows import attempts_of, fresh, make_due, store
 from tests.support.smtpd import SilentServer, free_port

@@ -4,7 +4,8 @@ import json
 import subprocess
 from typing import Any
 
-from outbox import openapi, tokens
+from outbox.api import openapi
+from outbox.auth import tokens
 from tests.support.client_served import Served
 
 

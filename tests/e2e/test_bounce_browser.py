@@ -5,8 +5,8 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from outbox.bounces import store
-from outbox.extensions import db
+from outbox.capabilities.bounces import store
+from outbox.models.db import db
 from tests.support import bouncemail, processes
 from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
 

@@ -9,12 +9,12 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import select
 
-from outbox import checkup
 from outbox import config as settings
-from outbox.bounces import imap, store
-from outbox.bounces.settings import Mailbox, mailbox
-from outbox.extensions import db
+from outbox.capabilities.bounces import imap, store
+from outbox.capabilities.bounces.settings import Mailbox, mailbox
+from outbox.cli import checkup
 from outbox.models import BounceMail
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support import bouncemail, processes
 from tests.support.rows import fresh, states

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import select
 
-from outbox import suppression
-from outbox.bounces import verp
-from outbox.extensions import db
+from outbox.capabilities import suppression
+from outbox.capabilities.bounces import verp
+from outbox.capabilities.webhooks import endpoints, run_due
+from outbox.core.status import Status
 from outbox.models import BounceMail, WebhookDelivery
-from outbox.status import Status
-from outbox.webhooks import endpoints, run_due
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support import bouncemail, processes
 from tests.support.bouncemail import BOUNCES, MAX_BYTES

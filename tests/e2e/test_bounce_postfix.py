@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import pytest
 from sqlalchemy import select
 
-from outbox.extensions import db
+from outbox.core.status import Status
 from outbox.models import BounceMail
-from outbox.status import Status
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.bouncemail import BOUNCES
 from tests.support.postfix import POSTFIX, Postfix, require

@@ -3,8 +3,8 @@
 import pytest
 
 from outbox import config as settings
-from outbox.bounces import verp
-from outbox.status import Status
+from outbox.capabilities.bounces import verp
+from outbox.core.status import Status
 from outbox.worker import Worker
 from tests.support.rows import fresh, states
 from tests.support.wire import send

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from outbox import reports
+from outbox.ops import reports
 from tests.support.browser import (
     LIVE,
     SCREENSHOTS,

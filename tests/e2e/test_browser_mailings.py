@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from playwright.sync_api import expect
 
-from outbox.extensions import db
-from outbox.mailings import intake
+from outbox.capabilities.mailings import intake
 from outbox.models import utcnow
+from outbox.models.db import db
 from tests.support.browser import LIVE, SCREENSHOTS, fits, staff_tab
 
 # chromium first: nothing starts for tests that cannot run.

@@ -8,9 +8,9 @@ import zlib
 import pytest
 from sqlalchemy import select
 
-from outbox.extensions import db
+from outbox.capabilities.submission import queue_raw
 from outbox.models import Message
-from outbox.submission import queue_raw
+from outbox.models.db import db
 from tests.support.browser import (
     SCREENSHOTS,
     WIDTHS,

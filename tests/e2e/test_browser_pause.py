@@ -5,7 +5,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from outbox import pause
+from outbox.ops import pause
 from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
 
 # chromium first: nothing starts for tests that cannot run.

@@ -4,8 +4,9 @@ from typing import Any
 
 import pytest
 
-from outbox import accounts, queue
-from outbox.drafts import build_draft
+from outbox import queue
+from outbox.auth import accounts
+from outbox.core.drafts import build_draft
 from tests.support.browser import SENDER, Site, sign_in
 
 try:

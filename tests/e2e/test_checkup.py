@@ -8,7 +8,7 @@ import sys
 import pytest
 from flask_migrate import downgrade, upgrade
 
-from outbox.extensions import db, dispose_engines
+from outbox.models.db import db, dispose_engines
 from tests.support.checks import check, line, revisions
 from tests.support.smtpd import free_port
 from tests.support.tlscerts import PASSWORD, USER, Server, point_at

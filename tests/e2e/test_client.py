@@ -10,7 +10,7 @@ from email import message_from_bytes
 import pytest
 import sqlalchemy as sa
 
-from outbox import tokens
+from outbox.auth import tokens
 from outbox.client import (
     Attachment,
     AuthError,
@@ -23,10 +23,10 @@ from outbox.client import (
     TooLarge,
     Unavailable,
 )
-from outbox.extensions import db
 from outbox.models import Message
-from outbox.tally import Tally
+from outbox.models.db import db
 from outbox.worker import Worker
+from outbox.worker.tally import Tally
 from tests.support.client_served import serve
 from tests.support.smtpd import free_port
 

@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import Message
+from outbox.models.db import db
 from outbox.queue.store import BATCH_KEY_SEPARATOR
-from outbox.tally import Tally
 from outbox.worker import Worker
+from outbox.worker.tally import Tally
 from tests.support.client_served import Served
 
 PROJECT = Path(__file__).parents[1] / "django_project"

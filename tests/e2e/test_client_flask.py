@@ -8,13 +8,13 @@ import sqlalchemy as sa
 from flask import Flask, jsonify
 from flask_mail import Message as MailMessage
 
-from outbox import tokens
+from outbox.auth import tokens
 from outbox.client import FieldErrors
 from outbox.client.flask import Outbox
-from outbox.extensions import db
 from outbox.models import Message
-from outbox.tally import Tally
+from outbox.models.db import db
 from outbox.worker import Worker
+from outbox.worker.tally import Tally
 
 PDF = b"%PDF-1.4\r\n" + bytes(range(256))
 

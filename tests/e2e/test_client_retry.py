@@ -6,10 +6,10 @@ import time
 import pytest
 import sqlalchemy as sa
 
-from outbox import tokens
+from outbox.auth import tokens
 from outbox.client import Client, Email, Unavailable
-from outbox.extensions import db
 from outbox.models import Message
+from outbox.models.db import db
 from tests.support.client_served import Proxy, serve
 
 SERVERS = [pytest.param("mariadb", marks=pytest.mark.mariadb),

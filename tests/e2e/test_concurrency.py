@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from outbox.extensions import db
+from outbox.core.status import Status
 from outbox.models import Attempt
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.rows import enqueue_many, statuses
 from tests.support.workers import OUTBOX, wait_until, worker_env

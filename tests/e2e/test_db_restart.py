@@ -39,9 +39,10 @@ import pytest
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import create_app, tokens
-from outbox.extensions import dispose_engines
+from outbox import create_app
+from outbox.auth import tokens
 from outbox.models import utcnow
+from outbox.models.db import dispose_engines
 from tests.support import processes
 from tests.support.smtpd import SmtpServer, free_port
 

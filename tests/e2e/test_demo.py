@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from http.cookiejar import CookieJar
 from pathlib import Path
 
-from outbox import accounts
+from outbox.auth import accounts
 from tests.support import processes
 from tests.support.smtpd import free_port
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from outbox import admission, config
+from outbox import config
+from outbox.smtp import admission
 from tests.support import processes
 from tests.support.deploy import DEPLOY, unit
 from tests.support.smtpd import free_port

@@ -9,11 +9,11 @@ import sqlalchemy as sa
 from flask_migrate import downgrade, upgrade
 
 from outbox import create_app
-from outbox.checks import Upload
-from outbox.dkim import keyring
-from outbox.extensions import db, dispose_engines
+from outbox.capabilities.dkim import keyring
+from outbox.core.checks import Upload
+from outbox.mail.rendered import Features
 from outbox.models import DkimKey, utcnow
-from outbox.rendered import Features
+from outbox.models.db import db, dispose_engines
 from outbox.worker import Tally, Worker
 from tests.support.app import base_config
 from tests.support.dkimkeys import SIGNATURE, add_key, dns, other_body, published, tags, verifies

@@ -11,7 +11,7 @@ from dnslib import DNSRecord
 from dnslib.server import DNSHandler, DNSServer
 from dnslib.zoneresolver import ZoneResolver
 
-from outbox.dkim import keys, published
+from outbox.capabilities.dkim import keys, published
 from outbox.models import utcnow
 
 Serve = Callable[[list[str]], str]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from outbox import config, openapi
+from outbox import config
+from outbox.api import openapi
 
 ROOT = Path(__file__).resolve().parents[2]
 

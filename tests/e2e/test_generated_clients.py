@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from outbox import tokens
-from outbox.openapi.examples import EXAMPLES
+from outbox.api.openapi.examples import EXAMPLES
+from outbox.auth import tokens
 from tests.support.client_served import Served
 
 BIN = Path(sys.executable).parent

@@ -15,8 +15,10 @@ import pytest
 import sqlalchemy as sa
 from flask_migrate import upgrade
 
-from outbox import accounts, create_app, queue, rollups, worker
-from outbox.extensions import dispose_engines
+from outbox import create_app, queue, worker
+from outbox.auth import accounts
+from outbox.models.db import dispose_engines
+from outbox.ops import rollups
 from tests.support.app import base_config, draft
 from tests.support.databases import server_database
 from tests.support.smtpd import SmtpServer

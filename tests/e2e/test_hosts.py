@@ -29,9 +29,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from outbox.extensions import db
+from outbox.core.status import Status
 from outbox.models import Attempt, Message, WorkerBeat, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support.processes import end, start
 from tests.support.rows import statuses
 from tests.support.smtpd import Recorder, RecordingController

@@ -15,10 +15,11 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from outbox import create_app, logs
-from outbox.extensions import db
+from outbox import create_app
+from outbox.core import logs
+from outbox.core.status import Status
 from outbox.models import Message, WorkerBeat, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.app import base_config
 

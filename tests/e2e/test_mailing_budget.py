@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import Message
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.mailing_helpers import MAILINGS, body, post, rows_of
 from tests.support.workers import OUTBOX, wait_until, worker_env

@@ -8,10 +8,11 @@ import tracemalloc
 import pytest
 from sqlalchemy import select
 
-from outbox import openapi, tokens
-from outbox.extensions import db
-from outbox.mailings import head, stream
+from outbox.api import openapi
+from outbox.auth import tokens
+from outbox.capabilities.mailings import head, stream
 from outbox.models import Mailing, Suppression, utcnow
+from outbox.models.db import db
 from tests.support.mailing_helpers import MAILINGS, auth, body, counts, post, rows_of
 
 

@@ -11,10 +11,12 @@ import pytest
 import sqlalchemy as sa
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from outbox import metrics, queue, tokens
-from outbox.extensions import db
+from outbox import queue
+from outbox.auth import tokens
+from outbox.core.status import Status
 from outbox.models import Message, WorkerBeat
-from outbox.status import Status
+from outbox.models.db import db
+from outbox.ops import metrics
 from tests.support import processes
 from tests.support.api import auth
 from tests.support.metrics import samples, value

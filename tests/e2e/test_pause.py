@@ -7,8 +7,10 @@ from datetime import datetime
 
 import pytest
 
-from outbox import pause, tokens, worker
-from outbox.status import Status
+from outbox import worker
+from outbox.auth import tokens
+from outbox.core.status import Status
+from outbox.ops import pause
 from tests.support import processes
 from tests.support.api import VALID, auth
 from tests.support.rows import enqueue_many, statuses
@@ -129,8 +131,8 @@ def _text(tmp_path, n: int) -> str:  # type: ignore[no-untyped-def]
 def _beating() -> int:
     from sqlalchemy import func, select
 
-    from outbox.extensions import db
     from outbox.models import WorkerBeat
+    from outbox.models.db import db
 
     seen = db.session.scalar(select(func.count()).select_from(WorkerBeat))
     db.session.commit()

@@ -12,10 +12,12 @@ import pytest
 from apscheduler.schedulers.background import BackgroundScheduler
 from sqlalchemy import delete, event, func, select
 
-from outbox import queue, reports, rollups, runner, worker
-from outbox.extensions import db
+from outbox import queue, worker
+from outbox.core.status import Status
 from outbox.models import Attempt, AttemptHour, StatusCount, utcnow
-from outbox.status import Status
+from outbox.models.db import db
+from outbox.ops import reports, rollups
+from outbox.worker import runner
 
 NOW = datetime(2030, 1, 10, 12, 10, 0)  # ten minutes into an hour: the last one not yet settled
 OUTCOMES = ["sent", "sent", "sent", "failed", "deferred", "worker_lost"]
@@ -148,8 +150,9 @@ VIEWER = """
 import sys, time
 from datetime import datetime
 from sqlalchemy import text
-from outbox import create_app, reports, rollups
-from outbox.extensions import db
+from outbox import create_app
+from outbox.models.db import db
+from outbox.ops import reports, rollups
 url, start, now = sys.argv[1], float(sys.argv[2]), datetime.fromisoformat(sys.argv[3])
 app = create_app({"DATABASE_URL": url, "SECRET_KEY": "test"})
 with app.app_context():

@@ -14,11 +14,13 @@ import pytest
 import sqlalchemy as sa
 from apscheduler.schedulers.background import BackgroundScheduler
 
-from outbox import queue, reports, retention, runner, tokens, worker
-from outbox.checks import Upload
+from outbox import queue, worker
+from outbox.auth import tokens
+from outbox.capabilities import retention
+from outbox.capabilities.mailings import purge as mailing_purge
 from outbox.config import check
-from outbox.extensions import db
-from outbox.mailings import purge as mailing_purge
+from outbox.core.checks import Upload
+from outbox.core.status import Status
 from outbox.models import (
     Attachment,
     AttachmentChunk,
@@ -31,7 +33,9 @@ from outbox.models import (
     RetentionRun,
     utcnow,
 )
-from outbox.status import Status
+from outbox.models.db import db
+from outbox.ops import reports
+from outbox.worker import runner
 from tests.support import mailing_helpers, outcomes
 from tests.support.api import MESSAGES, RETRY, auth
 
@@ -175,8 +179,9 @@ def test_settings_refuse_bodies_outliving_their_messages(app):
 RACER = """
 import sys, time
 from sqlalchemy import text
-from outbox import create_app, retention
-from outbox.extensions import db
+from outbox import create_app
+from outbox.capabilities import retention
+from outbox.models.db import db
 url, start = sys.argv[1], float(sys.argv[2])
 app = create_app({"DATABASE_URL": url, "SECRET_KEY": "test"})
 with app.app_context():

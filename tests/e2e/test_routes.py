@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from outbox import queue, smtp
-from outbox.routes import Route, Rule, Table, domain_key
+from outbox.capabilities.routes import Route, Rule, Table, domain_key
 
 SETTINGS = smtp.HostSettings("smtp.example.com", 587, 5.0)
 RELAY, BACKUP, BULK, LOCAL = (Route(n, SETTINGS) for n in ("relay", "backup", "bulk", "local"))

@@ -12,10 +12,11 @@ from flask_migrate import upgrade
 from playwright.sync_api import expect
 from werkzeug.serving import make_server
 
-from outbox import accounts, create_app
-from outbox.extensions import dispose_engines
+from outbox import create_app
+from outbox.auth import accounts
+from outbox.capabilities.routes import health
 from outbox.models import utcnow
-from outbox.routes import health
+from outbox.models.db import dispose_engines
 from tests.support import processes
 from tests.support.browser import (
     LIVE,

@@ -9,11 +9,14 @@ import tracemalloc
 
 import pytest
 
-from outbox import encoding, mime, queue, rendered, replies, sender
-from outbox.checks import Upload
-from outbox.deliveries import Reply
-from outbox.drafts import build_draft
-from outbox.status import Outcome
+from outbox import queue
+from outbox.core.checks import Upload
+from outbox.core.deliveries import Reply
+from outbox.core.drafts import build_draft
+from outbox.core.status import Outcome
+from outbox.mail import encoding, mime, rendered
+from outbox.smtp import replies
+from outbox.worker import sender
 from tests.support.sink import Sink
 from tests.support.smtpd import free_port
 

@@ -28,9 +28,9 @@ import schemathesis
 import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import Message
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.fuzz import CHECKS, MODES, stored_whole
 from tests.support.smtpd import free_port

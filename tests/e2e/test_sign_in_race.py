@@ -15,9 +15,9 @@ from flask import Flask
 from sqlalchemy import func, select
 from werkzeug.serving import make_server
 
-from outbox import accounts
-from outbox.extensions import db
+from outbox.auth import accounts
 from outbox.models import SignInFailure
+from outbox.models.db import db
 
 AT_ONCE = 24
 TOKEN = re.compile(r'name="csrf_token" type="hidden" value="([^"]+)"')

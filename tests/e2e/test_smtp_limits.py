@@ -20,8 +20,8 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, select
 
-from outbox.extensions import db
 from outbox.models import BounceMail, Message
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.smtpd import free_port
 from tests.support.smtpd_process import Certs, connect, running

@@ -17,10 +17,10 @@ import pytest
 from flask import Flask
 from sqlalchemy import func, select
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
+from outbox.capabilities.submission.server import MAX_RECIPIENTS, address_problem, listening
 from outbox.models import Message
-from outbox.submission.server import MAX_RECIPIENTS, address_problem, listening
+from outbox.models.db import db
 from tests.support.smtpd import free_port
 from tests.support.smtpd_process import Certs, running
 
@@ -280,7 +280,7 @@ def test_queued_mail_is_answered_with_its_id(app, port, certs, token):
 
 
 def test_smtpd_refuses_to_start_without_tls_or_the_plaintext_setting(app, tmp_path: Path):
-    from outbox.submission.smtpd_command import smtpd_command
+    from outbox.cli.smtpd import smtpd_command
 
     result = app.test_cli_runner().invoke(smtpd_command, ["--listen", "127.0.0.1:1"])
     assert result.exit_code == 2
@@ -334,7 +334,7 @@ def test_implicit_tls_on_a_port_of_its_own_takes_mail_and_a_plaintext_client_get
             with contextlib.suppress(TimeoutError, ConnectionError):
                 assert not sock.recv(100).startswith(b"220")
     # Without a certificate there is no TLS to listen with.
-    from outbox.submission.smtpd_command import smtpd_command
+    from outbox.cli.smtpd import smtpd_command
 
     app.config["SMTPD_ALLOW_PLAINTEXT_AUTH"] = True
     listen = ["--listen", "127.0.0.1:1", "--listen-tls", "127.0.0.1:2"]

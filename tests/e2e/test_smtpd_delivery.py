@@ -19,8 +19,8 @@ import pytest
 from flask import Flask
 from sqlalchemy import select
 
-from outbox.extensions import db
 from outbox.models import Message
+from outbox.models.db import db
 from outbox.worker import Worker
 from tests.support.smtpd import Received, SmtpServer
 from tests.support.smtpd_process import assert_intact, connect, run_python, running

@@ -13,10 +13,10 @@ import subprocess
 import pytest
 from sqlalchemy import select
 
-from outbox.bounces import store as bounces
-from outbox.extensions import db
+from outbox.capabilities.bounces import store as bounces
+from outbox.capabilities.submission.server import MAX_RECIPIENTS
 from outbox.models import BounceMail, Message, Suppression
-from outbox.submission.server import MAX_RECIPIENTS
+from outbox.models.db import db
 from outbox.worker import Tally, Worker
 from tests.support import bouncemail
 from tests.support.postfix import POSTFIX, Postfix, Smarthost, require

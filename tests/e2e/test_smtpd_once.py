@@ -19,9 +19,9 @@ import sqlalchemy as sa
 from flask import Flask
 from sqlalchemy import func, select
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import Message
+from outbox.models.db import db
 from tests.support.smtpd import free_port
 from tests.support.smtpd_process import Certs, connect, running
 

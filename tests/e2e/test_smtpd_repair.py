@@ -1,5 +1,5 @@
 """Real clients that send long lines or bare LFs to a real `outbox smtpd`: the mail is taken,
-repaired (outbox.submission.repair) and sent on by a worker with every line within 998
+repaired (outbox.capabilities.submission.repair) and sent on by a worker with every line within 998
 octets, decoding to exactly what the client sent, and DKIM-signed over the repaired bytes.
 
 msmtp as PHP's mail() runs it (`msmtp -t`), curl uploading a file with LF line ends

@@ -9,10 +9,10 @@ from collections import Counter
 import pytest
 from sqlalchemy import func, select
 
-from outbox.extensions import db
+from outbox.capabilities.throttle.buckets import burst_of
+from outbox.core.status import Status
 from outbox.models import Attempt, Message
-from outbox.status import Status
-from outbox.throttle.buckets import burst_of
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.rows import enqueue_many, statuses
 from tests.support.workers import wait_until, worker_env

@@ -25,9 +25,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from outbox import config, create_app, smtp
+from outbox.capabilities.routes.config import load
 from outbox.config import DEFAULTS
-from outbox.routes.config import load
-from outbox.status import Status
+from outbox.core.status import Status
 from outbox.worker import Worker
 from tests.support import processes
 from tests.support.app import base_config

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from outbox import accounts, tokens
-from outbox.webhooks import endpoints
+from outbox.auth import accounts, tokens
+from outbox.capabilities.webhooks import endpoints
 from tests.support.pages import csrf
 
 ELSEWHERE = ["https://evil.example/", "//evil.example/", "/\\evil.example/", "/\\/evil.example",

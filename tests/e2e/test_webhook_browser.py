@@ -3,9 +3,8 @@ the deliveries of an endpoint, and the banner of a disabled one."""
 
 import pytest
 
-from outbox import events
-from outbox.extensions import db
-from outbox.webhooks import endpoints, store
+from outbox.capabilities.webhooks import endpoints, events, store
+from outbox.models.db import db
 from tests.support.browser import WIDTHS, screenshot_fits, staff_tab
 
 try:

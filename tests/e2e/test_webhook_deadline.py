@@ -10,10 +10,9 @@ import pytest
 from flask import Flask
 from sqlalchemy import select
 
-from outbox import events
-from outbox.extensions import db
+from outbox.capabilities.webhooks import endpoints, events, run_due
 from outbox.models import WebhookDelivery
-from outbox.webhooks import endpoints, run_due
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.trickle import Trickler
 from tests.support.workers import OUTBOX, worker_env

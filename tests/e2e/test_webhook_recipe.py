@@ -13,10 +13,10 @@ from flask import Flask
 from sqlalchemy import select
 from werkzeug.serving import make_server
 
-from outbox import openapi
-from outbox.extensions import db
+from outbox.api import openapi
+from outbox.capabilities.webhooks import endpoints, run_due
 from outbox.models import WebhookDelivery, utcnow
-from outbox.webhooks import endpoints, run_due
+from outbox.models.db import db
 from outbox.worker import Worker
 
 PAGE = Path(__file__).parents[2] / "docs" / "capabilities" / "webhooks.md"

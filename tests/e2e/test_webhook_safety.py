@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from outbox.webhooks import post, safety, signing
+from outbox.capabilities.webhooks import post, safety, signing
 from tests.support.receiver import Receiver
 
 

@@ -9,10 +9,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from outbox import events
-from outbox.extensions import db
+from outbox.capabilities.webhooks import endpoints, events, run_due, store
 from outbox.models import WebhookDelivery, utcnow
-from outbox.webhooks import endpoints, run_due, store
+from outbox.models.db import db
 from tests.support import processes
 from tests.support.receiver import Receiver
 from tests.support.workers import OUTBOX, wait_until, worker_env

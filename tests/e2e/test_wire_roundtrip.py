@@ -17,11 +17,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import select
 
-from outbox import addresses, queue
-from outbox.drafts import DraftError, build_draft
-from outbox.extensions import db
+from outbox import queue
+from outbox.core import addresses
+from outbox.core.drafts import DraftError, build_draft
+from outbox.mail.rendered import Features
 from outbox.models import Message
-from outbox.rendered import Features
+from outbox.models.db import db
 from tests.support.mailcheck import check, headers, wire
 from tests.support.postfix import require
 from tests.support.smtp_sink import SINK_FIELDS, SMTP_SINK, SmtpSink, split_trace

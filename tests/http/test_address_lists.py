@@ -9,9 +9,9 @@ import json
 import pytest
 from sqlalchemy import func, select
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import Message
+from outbox.models.db import db
 from tests.support.pages import csrf, parse
 
 MESSAGES = "/api/messages"

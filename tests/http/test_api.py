@@ -12,11 +12,12 @@ import sqlalchemy as sa
 from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.test import encode_multipart
 
-from outbox import create_app, queue, tokens
-from outbox.checks import Upload
-from outbox.extensions import db, dispose_engines
+from outbox import create_app, queue
+from outbox.auth import tokens
+from outbox.core.checks import Upload
+from outbox.core.status import Status
 from outbox.models import Attempt, utcnow
-from outbox.status import Status
+from outbox.models.db import db, dispose_engines
 from tests.support import outcomes
 from tests.support.api import MESSAGES, RETRY, VALID, auth, b64, nothing_stored, post, stored
 from tests.support.app import base_config

@@ -6,12 +6,13 @@ from datetime import datetime
 import pytest
 import sqlalchemy as sa
 
-from outbox import create_app, queue, tokens
-from outbox.checks import Upload
-from outbox.extensions import db, dispose_engines
+from outbox import create_app, queue
+from outbox.auth import tokens
+from outbox.core.checks import Upload
+from outbox.core.status import Status
 from outbox.models import Message
+from outbox.models.db import db, dispose_engines
 from outbox.queue import attachments, store
-from outbox.status import Status
 from outbox.worker import Tally, Worker
 from tests.support.api import BATCH, MESSAGES, VALID, auth, nothing_stored, post, stored
 from tests.support.app import base_config

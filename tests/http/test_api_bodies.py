@@ -6,7 +6,8 @@ import json
 import pytest
 from flask import Flask
 
-from outbox import config, create_app, tokens
+from outbox import config, create_app
+from outbox.auth import tokens
 from tests.support.api import BATCH, MESSAGES, VALID, auth, nothing_stored, stored
 from tests.support.app import base_config
 

@@ -5,9 +5,10 @@ from datetime import timedelta
 
 import pytest
 
-from outbox import queue, tokens
+from outbox import queue
+from outbox.auth import tokens
+from outbox.core.status import Status
 from outbox.models import utcnow
-from outbox.status import Status
 from outbox.worker import Tally, Worker
 from tests.support import outcomes
 from tests.support.api import MESSAGES, RETRY, VALID, auth

@@ -5,9 +5,11 @@ from datetime import datetime, timedelta
 import pytest
 from sqlalchemy.dialects import mysql, postgresql
 
-from outbox import queue, tokens, wire
+from outbox import queue
 from outbox.api import listing
-from outbox.status import Status
+from outbox.auth import tokens
+from outbox.core.status import Status
+from outbox.queue import wire
 from tests.support.api import MESSAGES, auth
 from tests.support.app import draft
 from tests.support.pages import move_to

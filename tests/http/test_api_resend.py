@@ -5,10 +5,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from outbox import queue, tokens
-from outbox.extensions import db
+from outbox import queue
+from outbox.auth import tokens
+from outbox.core.status import Status
 from outbox.models import Message, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support.api import MESSAGES, VALID, auth, post
 from tests.support.rows import fresh
 

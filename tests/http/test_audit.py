@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from outbox import audit, tokens
-from outbox.extensions import db
+from outbox.auth import audit, tokens
+from outbox.core.status import Status
 from outbox.models import AuditEvent, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support.api import VALID
 from tests.support.pages import csrf, move_to, sign_in_form
 

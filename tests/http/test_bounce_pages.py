@@ -2,7 +2,7 @@
 
 import re
 
-from outbox.bounces import store
+from outbox.capabilities.bounces import store
 from outbox.worker import Worker
 from tests.support import bouncemail
 from tests.support.pages import as_role

@@ -7,8 +7,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from sqlalchemy import func, select
 
-from outbox.extensions import db
 from outbox.models import Message
+from outbox.models.db import db
 from outbox.web.compose import in_utc, zone_named
 from tests.support.pages import compose, csrf, parse
 

@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from outbox import tokens
-from outbox.submission import Refused, queue_raw
-from outbox.untrusted_json import MAX_DEPTH
+from outbox.auth import tokens
+from outbox.capabilities.submission import Refused, queue_raw
+from outbox.core.untrusted_json import MAX_DEPTH
 from tests.support.pages import csrf
 
 HUGE = str(2**64)

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schemathesis.generation.feedback import FeedbackSources
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
+from outbox.core.status import Status
 from outbox.models import Mailing, Message
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support.fuzz import CHECKS, MODES, stored_whole
 from tests.support.pages import move_to
 

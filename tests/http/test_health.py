@@ -7,9 +7,10 @@ from datetime import timedelta
 import pytest
 from flask_migrate import downgrade, upgrade
 
-from outbox import create_app, heartbeats
-from outbox.extensions import db, dispose_engines
+from outbox import create_app
 from outbox.models import utcnow
+from outbox.models.db import db, dispose_engines
+from outbox.ops import heartbeats
 from tests.support.app import base_config
 from tests.support.checks import revisions
 

@@ -14,11 +14,12 @@ import sqlalchemy as sa
 from flask import Flask
 from werkzeug.serving import make_server
 
-from outbox import accounts, heartbeats, tokens
-from outbox.bounces import store as bounce_store
-from outbox.checks import Upload
-from outbox.extensions import db
+from outbox.auth import accounts, tokens
+from outbox.capabilities.bounces import store as bounce_store
+from outbox.core.checks import Upload
 from outbox.models import Attachment, Message, WorkerBeat, utcnow
+from outbox.models.db import db
+from outbox.ops import heartbeats
 from tests.support import outcomes
 from tests.support.api import MESSAGES, VALID, auth, b64, nothing_stored
 from tests.support.pages import (

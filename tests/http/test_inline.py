@@ -10,13 +10,14 @@ import pytest
 from flask_mail import Message as MailMessage
 from sqlalchemy import func, select
 
-from outbox import queue, tokens
-from outbox.checks import Upload
+from outbox import queue
+from outbox.auth import tokens
 from outbox.client import Attachment, Email
 from outbox.client.flask import to_email
-from outbox.extensions import db
+from outbox.core.checks import Upload
+from outbox.core.status import Status
 from outbox.models import Message
-from outbox.status import Status
+from outbox.models.db import db
 from outbox.web.shown import INLINE_SHOWN_BYTES, inline_images, with_inline
 from outbox.worker import Tally, Worker
 from tests.support import mailing_helpers

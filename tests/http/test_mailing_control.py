@@ -6,10 +6,12 @@ import jsonschema_rs
 import pytest
 from sqlalchemy import update
 
-from outbox import openapi, queue, tokens
-from outbox.extensions import db
-from outbox.mailings import control
+from outbox import queue
+from outbox.api import openapi
+from outbox.auth import tokens
+from outbox.capabilities.mailings import control
 from outbox.models import Message, utcnow
+from outbox.models.db import db
 from outbox.worker import Tally, Worker
 from tests.support.mailing_helpers import MAILINGS, auth, body, post, rows_of
 from tests.support.metrics import samples, value

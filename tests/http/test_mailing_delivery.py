@@ -8,10 +8,11 @@ from email import message_from_bytes, policy
 import pytest
 from sqlalchemy import func, select
 
-from outbox import queue, tokens
-from outbox.extensions import db
-from outbox.mailings import unsubscribe
+from outbox import queue
+from outbox.auth import tokens
+from outbox.capabilities.mailings import unsubscribe
 from outbox.models import Attachment, MailingAttachment, Suppression
+from outbox.models.db import db
 from outbox.worker import Tally, Worker
 from tests.support.dkimkeys import add_key, tags, verifies
 from tests.support.mailing_helpers import body, post, rows_of

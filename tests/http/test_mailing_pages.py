@@ -3,9 +3,9 @@ page rendered as it is sent."""
 
 from sqlalchemy import select
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import AuditEvent
+from outbox.models.db import db
 from tests.support.mailing_helpers import body, post, rows_of
 from tests.support.pages import csrf, parse
 

@@ -9,13 +9,14 @@ from flask import Flask
 from flask_mail import Message as MailMessage
 from sqlalchemy import func, select
 
-from outbox import events, queue, tokens
+from outbox import queue
+from outbox.auth import tokens
+from outbox.capabilities.webhooks import endpoints, events, run_due
 from outbox.client import Email
 from outbox.client.flask import to_email
-from outbox.drafts import build_draft
-from outbox.extensions import db
+from outbox.core.drafts import build_draft
 from outbox.models import Message
-from outbox.webhooks import endpoints, run_due
+from outbox.models.db import db
 from outbox.worker import Tally, Worker
 from tests.support.api import MESSAGES, auth
 from tests.support.receiver import Receiver

@@ -7,10 +7,11 @@ import sqlalchemy as sa
 from flask_migrate import downgrade, upgrade
 from sqlalchemy import func, select
 
-from outbox import accounts, create_app
-from outbox.extensions import db, dispose_engines
+from outbox import create_app
+from outbox.auth import accounts
+from outbox.core.status import Status
 from outbox.models import ApiToken, Message, User
-from outbox.status import Status
+from outbox.models.db import db, dispose_engines
 from tests.support.app import base_config
 from tests.support.pages import as_role, csrf, move_to, parse
 
@@ -235,7 +236,7 @@ def test_set_role_from_the_cli_keeps_the_last_admin(runner, app, staff):
 
 
 def test_allows_reads_actions_and_roles():
-    from outbox.roles import ACTIONS, allows
+    from outbox.core.roles import ACTIONS, allows
 
     assert allows("admin", "admin") and allows("admin", "resend") and allows("sender", "viewer")
     assert not allows("sender", "admin") and not allows("viewer", "resend")

@@ -7,11 +7,11 @@ import pytest
 from flask import Flask
 
 from outbox import queue
-from outbox.extensions import db
+from outbox.capabilities.routes import config as routes_file
+from outbox.capabilities.routes import health
+from outbox.core.status import Outcome
 from outbox.models import utcnow
-from outbox.routes import config as routes_file
-from outbox.routes import health
-from outbox.status import Outcome
+from outbox.models.db import db
 from tests.support.checks import check, line
 from tests.support.smtpd import free_port
 

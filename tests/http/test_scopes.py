@@ -3,9 +3,9 @@
 import pytest
 from sqlalchemy import select
 
-from outbox import tokens
-from outbox.extensions import db
+from outbox.auth import tokens
 from outbox.models import ApiToken
+from outbox.models.db import db
 from tests.support.api import VALID
 
 

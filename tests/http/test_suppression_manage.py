@@ -7,9 +7,10 @@ from datetime import timedelta
 import pytest
 import sqlalchemy as sa
 
-from outbox import suppression, tokens
-from outbox.extensions import db
+from outbox.auth import tokens
+from outbox.capabilities import suppression
 from outbox.models import AuditEvent, Suppression, utcnow
+from outbox.models.db import db
 from tests.support.pages import as_role, csrf, parse
 
 A, B = "a@example.com", "b@example.com"

@@ -7,11 +7,11 @@ from urllib.parse import urlencode, urljoin, urlsplit
 import pytest
 from sqlalchemy import func, select
 
-from outbox import accounts
-from outbox.checks import Upload
-from outbox.extensions import db
+from outbox.auth import accounts
+from outbox.core.checks import Upload
+from outbox.core.status import Status
 from outbox.models import Attachment, Message, User
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support.pages import PASSWORD, csrf, htmx, move_to, parse, sign_in_form, sign_in_target
 from tests.support.rows import snapshot
 

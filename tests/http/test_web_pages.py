@@ -10,13 +10,14 @@ import pytest
 from sqlalchemy import event, func, select, update
 from werkzeug.http import parse_options_header
 
-from outbox import heartbeats, queue, reports, rollups
-from outbox.addresses import parse as parse_addresses
-from outbox.checks import Upload, check_upload
-from outbox.deliveries import ACCEPTED, Reply, settle
-from outbox.extensions import db
+from outbox import queue
+from outbox.core.addresses import parse as parse_addresses
+from outbox.core.checks import Upload, check_upload
+from outbox.core.deliveries import ACCEPTED, Reply, settle
+from outbox.core.status import Outcome, Retry, Status
 from outbox.models import Attachment, Message, StatusCount, utcnow
-from outbox.status import Outcome, Retry, Status
+from outbox.models.db import db
+from outbox.ops import heartbeats, reports, rollups
 from outbox.web import when
 from tests.support import outcomes
 from tests.support.pages import (

@@ -5,9 +5,9 @@ from datetime import timedelta
 
 from sqlalchemy import select
 
-from outbox import pause
-from outbox.extensions import db
 from outbox.models import AuditEvent, utcnow
+from outbox.models.db import db
+from outbox.ops import pause
 from tests.support.pages import as_role, csrf, htmx, parse
 
 

@@ -3,9 +3,10 @@
 import pytest
 from sqlalchemy import select
 
-from outbox import events, tokens
-from outbox.extensions import db
+from outbox.auth import tokens
+from outbox.capabilities.webhooks import events
 from outbox.models import AuditEvent, WebhookEndpoint
+from outbox.models.db import db
 from tests.support.receiver import Receiver
 
 

@@ -6,10 +6,9 @@ import pytest
 from flask import Flask
 from sqlalchemy import select
 
-from outbox import events
-from outbox.extensions import db
+from outbox.capabilities.webhooks import endpoints, events, run_due, store
 from outbox.models import AuditEvent, WebhookDelivery, WebhookEndpoint
-from outbox.webhooks import endpoints, run_due, store
+from outbox.models.db import db
 from tests.support.pages import as_role, csrf, parse
 from tests.support.receiver import Receiver
 

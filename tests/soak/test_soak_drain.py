@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from outbox.extensions import db
+from outbox.core.status import Status
 from outbox.models import Message, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 from tests.support.rows import enqueue_many, statuses
 from tests.support.soak import (
     ON_MARIADB,

@@ -8,9 +8,9 @@ from itertools import groupby
 import pytest
 import sqlalchemy as sa
 
-from outbox.extensions import db
+from outbox.core.status import Status, retry_delay
 from outbox.models import Attachment, AttachmentChunk, Attempt, Message, utcnow
-from outbox.status import Status, retry_delay
+from outbox.models.db import db
 from tests.support.rows import enqueue_many, statuses
 from tests.support.sink import Sink
 from tests.support.smtpd import SilentServer, free_port
@@ -156,7 +156,7 @@ def spoil(message_pk: int, **values: object) -> None:
 def with_attachments(expected: list[str]) -> tuple[int, list[int]]:
     """Queue a message with two attachments, the first in two chunks; its and their keys."""
     from outbox import queue
-    from outbox.checks import Upload
+    from outbox.core.checks import Upload
     from tests.support.app import draft as make_draft
 
     data = bytes(range(256)) * (6 * 1024)  # 1.5 MiB: two chunks

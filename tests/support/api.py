@@ -4,8 +4,8 @@ import base64
 
 import sqlalchemy as sa
 
-from outbox.extensions import db
-from outbox.status import Retry
+from outbox.core.status import Retry
+from outbox.models.db import db
 
 VALID = {"to": ["rcpt@example.com"], "subject": "Hello", "text": "Hello there"}
 STORED = ("messages", "attachments", "attachment_chunks")

@@ -20,10 +20,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 from werkzeug.security import generate_password_hash
 
-from outbox import addresses, create_app, queue
-from outbox.drafts import Draft
-from outbox.extensions import db, dispose_engines
+from outbox import create_app, queue
+from outbox.core import addresses
+from outbox.core.drafts import Draft
 from outbox.models import Message, User
+from outbox.models.db import db, dispose_engines
 
 from .databases import empty_tables
 from .smtpd import SmtpServer

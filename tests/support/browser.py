@@ -27,10 +27,11 @@ from flask_migrate import upgrade
 from sqlalchemy import func, select
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from outbox import accounts, create_app, queue
-from outbox.drafts import build_draft
-from outbox.extensions import db, dispose_engines
+from outbox import create_app, queue
+from outbox.auth import accounts
+from outbox.core.drafts import build_draft
 from outbox.models import Message, WorkerBeat
+from outbox.models.db import db, dispose_engines
 
 from . import processes
 from .smtpd import SmtpServer, free_port

@@ -1,16 +1,15 @@
 """The `outbox check` command as the tests read it, and the migration revisions it names."""
 
-from pathlib import Path
-
 from alembic.script import ScriptDirectory
 
-from outbox import health
+from outbox.app import MIGRATIONS
+from outbox.ops import probes
 
 
 def revisions(app) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """The scripts' head and the revision before it, as the checks name them."""
-    head = app.extensions[health.HEAD]
-    scripts = ScriptDirectory(str(Path(health.__file__).parent / "migrations"))
+    head = app.extensions[probes.HEAD]
+    scripts = ScriptDirectory(MIGRATIONS)
     return head, scripts.get_revision(head).down_revision
 
 

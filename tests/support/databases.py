@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from flask_migrate import upgrade
 
 from outbox import create_app
-from outbox.extensions import Base, db, dispose_engines
+from outbox.models.db import Base, db, dispose_engines
 
 # Each test run gets databases of its own, dropped at the end, so that runs side by
 # side on one server do not drop each other's tables.

@@ -6,8 +6,8 @@ from collections.abc import Callable
 import dkim
 from cryptography.hazmat.primitives import serialization
 
-from outbox.dkim import keys
-from outbox.dkim.signing import Signer
+from outbox.capabilities.dkim import keys
+from outbox.mail.signing import Signer
 
 SIGNATURE = re.compile(rb"^DKIM-Signature:.*?(?=^\S)", re.MULTILINE | re.DOTALL)
 

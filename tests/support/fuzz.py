@@ -10,8 +10,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from outbox.extensions import db
 from outbox.models import Attachment, AttachmentChunk, Message
+from outbox.models.db import db
 
 MODES = [schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE]
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from outbox import encoding
-from outbox.addresses import LINE_BREAK, a_label
-from outbox.checks import Upload
-from outbox.encoding import NEWLINE
+from outbox.core.addresses import LINE_BREAK, a_label
+from outbox.core.checks import Upload
+from outbox.mail import encoding
+from outbox.mail.encoding import NEWLINE
 
 ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
 DOT_ATOM = rf"{ATEXT}(?:\.{ATEXT})*"

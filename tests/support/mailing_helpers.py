@@ -5,8 +5,8 @@ from typing import Any
 
 from sqlalchemy import func, select
 
-from outbox.extensions import db
 from outbox.models import Mailing, Message
+from outbox.models.db import db
 
 MAILINGS = "/api/mailings"
 

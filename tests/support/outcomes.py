@@ -3,7 +3,7 @@
 from datetime import datetime
 
 from outbox import queue
-from outbox.status import Outcome, Retry, Status
+from outbox.core.status import Outcome, Retry, Status
 
 
 def sent(claim: queue.Claim, now: datetime, note: str | None = None) -> bool:

@@ -7,9 +7,9 @@ from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
 from outbox import queue
-from outbox.extensions import db
+from outbox.core.status import Retry, Status
 from outbox.models import Message, utcnow
-from outbox.status import Retry, Status
+from outbox.models.db import db
 
 from . import outcomes
 

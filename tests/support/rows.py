@@ -6,10 +6,10 @@ import sqlalchemy as sa
 from sqlalchemy import select, update
 
 from outbox import queue
-from outbox.extensions import db
+from outbox.core.status import Status
 from outbox.models import Attempt, Message, utcnow
-from outbox.status import Status
-from outbox.wire import recipient_json
+from outbox.models.db import db
+from outbox.queue.wire import recipient_json
 
 from .app import draft as make_draft
 

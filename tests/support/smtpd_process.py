@@ -17,7 +17,7 @@ import pytest
 import trustme
 from flask import Flask
 
-from outbox import tokens
+from outbox.auth import tokens
 
 from . import processes
 from .smtpd import free_port

@@ -18,9 +18,9 @@ from typing import TypeVar
 import pytest
 import sqlalchemy as sa
 
-from outbox.extensions import db
+from outbox.core.status import Status
 from outbox.models import Attempt, Message, utcnow
-from outbox.status import Status
+from outbox.models.db import db
 
 from . import processes
 from .sink import Sink

@@ -10,9 +10,10 @@ import sys
 import time
 from datetime import UTC, datetime
 
-from outbox import create_app, queue, routes
+from outbox import create_app, queue
+from outbox.capabilities import routes
+from outbox.capabilities.throttle import keys, taking
 from outbox.models import utcnow
-from outbox.throttle import keys, taking
 
 
 def hammer(name: str, rate: float, seconds: float) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from outbox.rendered import Features
+from outbox.mail.rendered import Features
 from outbox.worker import Tally, Worker
 
 from .smtpd import free_port

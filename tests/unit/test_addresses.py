@@ -8,9 +8,9 @@ from email_validator import EmailNotValidError, validate_email
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from outbox import addresses
-from outbox.addresses import Mailbox
-from outbox.addresses import parse as parse_addresses
+from outbox.core import addresses
+from outbox.core.addresses import Mailbox
+from outbox.core.addresses import parse as parse_addresses
 
 
 def full_check(value: str) -> list[str] | None:

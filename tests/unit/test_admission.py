@@ -4,8 +4,9 @@ import resource
 
 import pytest
 
-from outbox import admission, config
-from outbox.admission import Admission, Limits
+from outbox import config
+from outbox.smtp import admission
+from outbox.smtp.admission import Admission, Limits
 
 BUDGET = Limits(total=10, per_client=2, mails=3, size=1000)
 

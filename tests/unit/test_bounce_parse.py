@@ -2,7 +2,7 @@
 
 import pytest
 
-from outbox.bounces import parse
+from outbox.capabilities.bounces import parse
 from tests.support import bouncemail
 
 TO, WHO, MID = "bounces+1-0-aaaaaaaaaaaaaaaa@example.com", "ann@example.org", "<m1@example.com>"

@@ -2,9 +2,10 @@
 
 import dataclasses
 
-from outbox import client, wire
+from outbox import client
 from outbox.client import results
-from outbox.schema import WIRE_NAMES
+from outbox.core.schema import WIRE_NAMES
+from outbox.queue import wire
 
 
 def _names(cls: type) -> set[str]:

@@ -12,11 +12,10 @@ from dkim.canonicalization import Relaxed
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from outbox import mime
-from outbox.addresses import a_label
-from outbox.checks import Upload
-from outbox.dkim import signing
-from outbox.rendered import Features
+from outbox.core.addresses import a_label
+from outbox.core.checks import Upload
+from outbox.mail import mime, signing
+from outbox.mail.rendered import Features
 from tests.support.dkimkeys import dns, signer, verifies
 from tests.support.mailcheck import FILES, ROWS, check, make_row
 

@@ -4,9 +4,9 @@ from datetime import datetime
 
 import pytest
 
-from outbox import drafts
-from outbox.addresses import Mailbox
-from outbox.drafts import DraftError, build_draft
+from outbox.core import drafts
+from outbox.core.addresses import Mailbox
+from outbox.core.drafts import DraftError, build_draft
 from tests.support.api import VALID
 
 

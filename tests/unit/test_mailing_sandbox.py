@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from outbox.mailings.templates import TemplateProblem, compile_templates
+from outbox.capabilities.mailings.templates import TemplateProblem, compile_templates
 
 LIMIT = 25 * 1024 * 1024
 # Each would run for hours or take gigabytes in Jinja2's own sandbox.

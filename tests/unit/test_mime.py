@@ -9,10 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from outbox import mime
-from outbox.checks import Upload
+from outbox.core.checks import Upload
+from outbox.mail import mime
+from outbox.mail.rendered import Features
 from outbox.queue.store import msgid_domain
-from outbox.rendered import Features
 from tests.support.mailcheck import (
     FILES,
     MSG_ID,

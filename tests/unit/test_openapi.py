@@ -6,7 +6,8 @@ from typing import Any
 
 import jsonschema_rs
 
-from outbox import openapi, schema
+from outbox.api import openapi
+from outbox.core import schema
 
 
 def bodies() -> dict[str, dict]:

@@ -18,8 +18,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from outbox import pipelining, sender
-from outbox.rendered import Prepared, Rendered
+from outbox.mail.rendered import Prepared, Rendered
+from outbox.smtp import pipelining
+from outbox.worker import sender
 
 Entry = tuple[str, bytes, int]  # what the server read (a command, or "." for a content), its reply
 

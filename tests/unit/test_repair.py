@@ -1,4 +1,4 @@
-"""A submitted mail's long lines and bare LFs repaired (outbox.submission.repair); no database.
+"""A submitted mail's long lines and bare LFs repaired (outbox.capabilities.submission.repair); no database.
 
 Every repaired mail must hold no line over 998 octets and decode, part for part, to what
 was sent; what needed no repair keeps its bytes.
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from outbox.submission import Refused
-from outbox.submission.repair import repaired
+from outbox.capabilities.submission import Refused
+from outbox.capabilities.submission.repair import repaired
 from tests.support.mailcheck import long_lines
 
 HEAD = b"From: a@example.com\r\nTo: b@example.com\r\nSubject: hi\r\n"

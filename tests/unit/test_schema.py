@@ -4,8 +4,10 @@ import dataclasses
 
 import sqlalchemy as sa
 
-from outbox import models, schema, wire
-from outbox.drafts import Draft
+from outbox import models
+from outbox.core import schema
+from outbox.core.drafts import Draft
+from outbox.queue import wire
 from outbox.web.forms import ComposeForm
 
 

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from outbox.status import (
+from outbox.core.status import (
     CLAIMABLE,
     WATCHDOG_LATENESS,
     Lease,

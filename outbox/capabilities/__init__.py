@@ -1,0 +1,3 @@
+"""What outbox does beyond queueing and sending, a package each: routes and throttles,
+suppression, bounces, webhooks, mailings, DKIM keys, SMTP submission, retention.
+"""

@@ -1,0 +1,3 @@
+"""Running outbox: liveness and readiness probes, metrics, heartbeats, the pause, the figures
+and reads behind the pages.
+"""

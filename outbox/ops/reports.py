@@ -1,0 +1,218 @@
+"""Read-only queries behind the staff pages, each bounded whatever the table's size; no writes."""
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Select, Text, cast, func, or_, select
+from sqlalchemy.orm import load_only
+
+from outbox.core.status import CLAIMABLE, Status
+from outbox.models import AttemptHour, Message, utcnow
+from outbox.models.db import db
+from outbox.ops import rollups
+from outbox.ops.rollups import Hour
+
+PAGE_SIZE = 50
+# Counting live stops here: an exact count of a million sent rows costs more than a
+# page may take. Past the cap a page shows the full count a worker made lately
+# (rollups.refresh_counts, every COUNT_INTERVAL), with its age, or "1,000+" before the first.
+COUNT_CAP = 1_000
+IN_FLIGHT = {Status.QUEUED.value, Status.SENDING.value, Status.DEFERRED.value}
+LIST_COLUMNS = (
+    Message.id, Message.created_at, Message.recipients, Message.subject, Message.status,
+    Message.attempts, Message.last_retry, Message.next_attempt_at, Message.last_error,
+    Message.source, Message.sent_at,
+)  # fmt: skip
+ALL = "all"  # the key of the count of every message
+
+
+@dataclass(frozen=True)
+class Count:
+    value: int
+    capped: bool  # the live count reached the cap: value is the cap or a worker's count
+    counted_at: datetime | None = None  # when a worker counted value, if it did
+
+    def __str__(self) -> str:
+        if self.counted_at is not None:
+            return f"≈{self.value:,}"
+        return f"{self.value:,}+" if self.capped else f"{self.value:,}"
+
+    @property
+    def note(self) -> str:
+        """What the figure is, for a tooltip."""
+        if self.counted_at is not None:
+            return f"counted in full at {self.counted_at:%Y-%m-%d %H:%M:%S} UTC"
+        if self.capped:
+            return f"counting stops at {self.value:,}"
+        return "counted now"
+
+
+def _live(status: str | None, cap: int) -> int:
+    """Messages in a status (all if None), counted up to cap + 1."""
+    rows = select(Message.id)
+    if status is not None:
+        rows = rows.where(Message.status == status)
+    found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
+    return int(found.scalar_one())
+
+
+def _counted() -> dict[str, tuple[int, datetime]]:
+    """The workers' last full count per status, and of all messages under ALL."""
+    c = rollups.COUNTS.c
+    rows = db.session.execute(select(c.status, c.messages, c.counted_at))
+    found = {status: (messages, moment) for status, messages, moment in rows}
+    if found:
+        found[ALL] = (sum(n for n, _ in found.values()), min(at for _, at in found.values()))
+    return found
+
+
+def _counts(names: list[str], cap: int | None) -> dict[str, Count]:
+    """Live counts up to cap; past it, the last full count if that is past the cap too."""
+    cap = COUNT_CAP if cap is None else cap
+    live = {name: _live(None if name == ALL else name, cap) for name in names}
+    full = _counted() if any(value > cap for value in live.values()) else {}
+    found = {}
+    for name, value in live.items():
+        counted, moment = full.get(name, (0, None))
+        if value <= cap:
+            found[name] = Count(value, False)
+        elif moment is not None and counted > cap:
+            found[name] = Count(counted, True, moment)
+        else:
+            found[name] = Count(cap, True)
+    return found
+
+
+def status_counts(cap: int | None = None) -> dict[str, Count]:
+    """Counts for every status."""
+    return _counts([status.value for status in Status], cap)
+
+
+def counts(cap: int | None = None) -> dict[str, Count]:
+    """Counts for every status and for all messages (key "all")."""
+    return _counts([ALL, *(status.value for status in Status)], cap)
+
+
+# A search reads at most this many ids per request: a substring match cannot use an
+# index, and a rare word would otherwise scan the whole table. Staff page on to older
+# messages, window by window.
+SEARCH_WINDOW = 50_000
+
+
+@dataclass(frozen=True)
+class Page:
+    rows: list[Message]
+    next_before: int | None
+    searched_down_to: int | None = None  # the lowest id a search looked at
+
+    @property
+    def in_flight(self) -> bool:
+        return any(row.status in IN_FLIGHT for row in self.rows)
+
+
+# MariaDB reads a status newest first by a backward scan of the primary key when the
+# status holds about 1% of the rows, filtering as it goes: measured on a million rows,
+# 51 failed messages that were all old took 1.3 s and 989,051 rows read; through
+# ix_messages_status_id, 1.4 ms and 51 rows. PostgreSQL and SQLite take that index alone.
+STATUS_INDEX_HINT = "FORCE INDEX (ix_messages_status_id)"
+
+
+def with_status(stmt: Select[Any], status: str) -> Select[Any]:
+    """The messages of one status, newest first through ix_messages_status_id on every database."""
+    stmt = stmt.where(Message.status == status)
+    for dialect in ("mysql", "mariadb"):
+        stmt = stmt.with_hint(Message, STATUS_INDEX_HINT, dialect)
+    return stmt
+
+
+def _listed(
+    stmt: Select[Any], status: str | None, search: str | None, before: int | None
+) -> tuple[Select[Any], int | None]:
+    """The list's filter on a statement, and the lowest id a search looks at (None: no search)."""
+    if status is not None:
+        stmt = with_status(stmt, status)
+    if before is not None:
+        stmt = stmt.where(Message.id < before)
+    if not search:
+        return stmt, None
+    top = before if before is not None else (db.session.scalar(func.max(Message.id)) or 0) + 1
+    floor = max(top - SEARCH_WINDOW, 1)
+    found = or_(
+        cast(Message.recipients, Text).icontains(search, autoescape=True),
+        Message.subject.icontains(search, autoescape=True),
+    )
+    return stmt.where(Message.id >= floor, found), floor
+
+
+def matches(status: str | None, search: str, before: int | None, cap: int | None = None) -> Count:
+    """How many messages a search finds in the window it looks at, counted up to cap.
+
+    The same window as the page's: at most SEARCH_WINDOW ids, so this costs what one
+    page of a rare word costs.
+    """
+    cap = COUNT_CAP if cap is None else cap
+    rows, _ = _listed(select(Message.id), status, search, before)
+    found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
+    value = int(found.scalar_one())
+    return Count(min(value, cap), value > cap)
+
+
+def page(status: str | None, search: str | None, before: int | None) -> Page:
+    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET)."""
+    stmt, floor = _listed(select(Message).options(load_only(*LIST_COLUMNS)), status, search,
+                          before)  # fmt: skip
+    rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(PAGE_SIZE + 1)).scalars())
+    if len(rows) > PAGE_SIZE:
+        rows = rows[:PAGE_SIZE]
+        return Page(rows, rows[-1].id, None)
+    if floor is not None and floor > 1:  # older messages are left to search
+        return Page(rows, floor, floor)
+    return Page(rows, None, None)
+
+
+def oldest_waiting(now: datetime | None = None) -> datetime | None:
+    """When the message that has waited longest became due; None if none is due.
+
+    A queued or deferred message is due from its next_attempt_at: its send_after (or
+    its enqueue time), the retry time a deferral set, or when staff resent it. One
+    query: per claimable status the earliest due time that has come, read from
+    ix_messages_claim alone (no row lookups). It reads the index entries of the waiting
+    messages, never of the sent ones: under a millisecond beside a million sent rows,
+    a few hundred with a million waiting. An index on (status, next_attempt_at) would
+    make it one seek per status; a skip scan over the priorities of ix_messages_claim
+    (a recursive CTE) is that fast on PostgreSQL and SQLite but slower on MariaDB, whose
+    correlated range steps scan.
+    """
+    now = now or utcnow()
+    firsts = [
+        select(func.min(Message.next_attempt_at))
+        .where(Message.status == status.value, Message.next_attempt_at <= now)
+        .scalar_subquery()
+        for status in CLAIMABLE
+    ]
+    found = db.session.execute(select(*firsts)).one()
+    return min((moment for moment in found if moment is not None), default=None)
+
+
+def latest_failures(limit: int = 10) -> list[Message]:
+    """The most recent failed messages."""
+    stmt = with_status(select(Message).options(load_only(*LIST_COLUMNS)), Status.FAILED.value)
+    return list(db.session.execute(stmt.order_by(Message.id.desc()).limit(limit)).scalars())
+
+
+def hourly(now: datetime | None = None) -> list[Hour]:
+    """Attempts that sent or failed a message, per hour over the last 24 hours.
+
+    Settled hours come from attempt_hours, which workers keep (rollups.roll_up_hours);
+    only the hours since (at most two), and any not kept yet, are counted from the
+    attempts, so the page costs the same whether the table holds a thousand attempts
+    or a hundred million.
+    """
+    now = now or utcnow()
+    hours = rollups.chart_hours(now)
+    settled = rollups.settled_before(now)
+    kept = select(AttemptHour).where(AttemptHour.hour_at >= hours[0], AttemptHour.hour_at < settled)
+    shown = {r.hour_at: Hour(r.hour_at, r.sent, r.failed) for r in db.session.scalars(kept)}
+    counted = rollups.count_hours(min(h for h in hours if h not in shown))
+    return [shown.get(h) or counted.get(h, Hour(h, 0, 0)) for h in hours]
