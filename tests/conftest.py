@@ -11,4 +11,5 @@ pytest_plugins = [
     "tests.support.bouncemail",
     "tests.support.browser",
     "tests.support.soak",
+    "tests.support.ordering",
 ]

@@ -7,7 +7,7 @@ from playwright.sync_api import expect
 
 from outbox.capabilities.bounces import store
 from outbox.models.db import db
-from tests.support import bouncemail
+from tests.support import bouncemail, processes
 from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
 
 # chromium first: nothing starts for tests that cannot run.
@@ -20,7 +20,8 @@ def bounced(site, width: int) -> tuple[int, int]:  # type: ignore[no-untyped-def
     subject = f"Bounced {width}"
     pk = enqueue(site, f"gone-{width}@example.org", subject)
     with site.app.app_context():
-        deadline = time.monotonic() + 30  # the site's worker polls every second
+        # The site's worker polls every second; the deadline only guards against a hang.
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while stored(site, subject).status != "sent":
             assert time.monotonic() < deadline, "the site's worker did not send the message"
             time.sleep(0.1)

@@ -138,7 +138,7 @@ def test_a_running_worker_polls_the_mailbox(app, dovecot, tmp_path):
                OUTBOX_BOUNCE_IMAP_URL=dovecot.url(), OUTBOX_POLL_INTERVAL="1",
                OUTBOX_BOUNCE_IMAP_CA_FILE=str(dovecot.ca_file), OUTBOX_MAIL_PORT="1")  # fmt: skip
     with processes.group([sys.executable, "-m", "outbox", "worker"], env=env) as worker:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while folder(dovecot, "outbox-done") == 0 and time.monotonic() < deadline:
             time.sleep(0.2)
         assert processes.end(worker) == 0

@@ -55,7 +55,7 @@ def test_killed_worker_loses_nothing_and_leaves_nothing_sending(smtp_app, smtp, 
         smtp_app, smtp, tmp_path, SMTP_TIMEOUT=0.5, LOCK_TIMEOUT=2, POLL_INTERVAL=60, RECORD_EVERY=5
     )
     with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.DEVNULL) as victim:
-        wait_until(lambda: len(smtp.received) >= 30, timeout=60)
+        wait_until(lambda: len(smtp.received) >= 30, timeout=processes.START_TIMEOUT)
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
     assert statuses()[Status.SENDING] > 0, "the kill should leave claimed messages behind"
@@ -82,7 +82,7 @@ def test_sigterm_finishes_the_message_in_hand_and_hands_back_the_rest(smtp_app, 
     smtp.recorder.delay = 0.02
     env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=60)
     with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE, text=True) as worker:
-        wait_until(lambda: len(smtp.received) >= 10, timeout=60)
+        wait_until(lambda: len(smtp.received) >= 10, timeout=processes.START_TIMEOUT)
         worker.send_signal(signal.SIGTERM)
         _, log = worker.communicate(timeout=30)
     assert worker.returncode == 0, log
@@ -117,15 +117,15 @@ def test_worker_processes_share_the_queue_restart_when_killed_and_stop_together(
     command = [*OUTBOX, "worker", "--processes", "2"]
     parent = processes.start(command, env=env, stderr=subprocess.PIPE, text=True)
     try:
-        wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=30)
+        wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=processes.START_TIMEOUT)
         first = children_of(parent.pid)
-        wait_until(lambda: len(smtp.received) >= 50, timeout=60)
+        wait_until(lambda: len(smtp.received) >= 50, timeout=processes.START_TIMEOUT)
         os.kill(first[0], signal.SIGKILL)
         wait_until(lambda: len(children_of(parent.pid)) == 2 and children_of(parent.pid) != first,
-                   timeout=30)  # fmt: skip
+                   timeout=processes.START_TIMEOUT)  # fmt: skip
         wait_until(lambda: statuses() == {Status.SENT: 300}, timeout=120)
         parent.send_signal(signal.SIGTERM)
-        _, log = parent.communicate(timeout=60)
+        _, log = parent.communicate(timeout=processes.START_TIMEOUT)
     finally:
         # Left running, the processes would go on claiming the next tests' messages.
         processes.kill_group(parent)
@@ -142,7 +142,7 @@ def test_worker_processes_stop_when_their_supervisor_is_killed(smtp_app, smtp, t
                              stderr=subprocess.DEVNULL)  # fmt: skip
     children: list[int] = []
     try:
-        wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=30)
+        wait_until(lambda: len(children_of(parent.pid)) == 2, timeout=processes.START_TIMEOUT)
         children = children_of(parent.pid)
         parent.kill()
         parent.wait()

@@ -402,7 +402,7 @@ def services(mariadb: PrivateMariaDB, smtp: SmtpServer, logs: Path) -> Iterator[
             beats = _query(mariadb.url, "SELECT COUNT(*) FROM workers")[0][0]
             return beats == WORKERS and _get(found.port, mariadb.token, "/api/messages/0") == 404
 
-        assert _wait_for(ready, timeout=60), found.log()
+        assert _wait_for(ready, timeout=processes.START_TIMEOUT), found.log()
         yield found
     finally:
         found.stop()

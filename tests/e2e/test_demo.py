@@ -84,7 +84,7 @@ def test_demo_sends_a_queued_message_to_its_catch_all_server_and_logs_one_line(t
         base = f"{demo.base}/api/messages"
         queued = _call(base, demo.token, {"to": "ann@example.com", "text": "hi", "subject": "Demo"})
         assert queued["status"] == "queued"
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while _call(f"{base}/{queued['id']}", demo.token)["status"] != "sent":
             assert time.monotonic() < deadline, "the demo worker did not send the message"
             time.sleep(0.2)

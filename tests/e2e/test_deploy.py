@@ -208,7 +208,7 @@ def test_gunicorn_serves_the_pages_and_stops_on_sigterm(tmp_path: Path) -> None:
 
 
 def _get_when_up(port: int, path: str, web: subprocess.Popen, log: Path) -> int:  # type: ignore[type-arg]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + processes.START_TIMEOUT
     while time.monotonic() < deadline:
         assert web.poll() is None, log.read_text()
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)

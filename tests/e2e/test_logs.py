@@ -112,7 +112,7 @@ def worker(smtp_app, smtp, tmp_path) -> Iterator:  # type: ignore[no-untyped-def
 def _beats(since: int) -> None:
     """Wait until the worker's heartbeat has moved since more times (one a pass)."""
     seen: set[object] = set()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + processes.START_TIMEOUT
     while len(seen) <= since:
         assert time.monotonic() < deadline, "the worker did not tick"
         seen.add(db.session.execute(sa.select(sa.func.max(WorkerBeat.last_seen_at))).scalar())
@@ -122,7 +122,7 @@ def _beats(since: int) -> None:
 
 
 def _lines(log: Path, wanted: str, process) -> list[str]:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + processes.START_TIMEOUT
     while wanted not in log.read_text():
         assert time.monotonic() < deadline and process.poll() is None, log.read_text()
         time.sleep(0.05)
@@ -130,7 +130,7 @@ def _lines(log: Path, wanted: str, process) -> list[str]:  # type: ignore[no-unt
 
 
 def _sent(count: int) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + processes.START_TIMEOUT
     while db.session.scalar(sa.select(sa.func.count()).where(Message.status == Status.SENT)) != (
         count
     ):
@@ -191,7 +191,7 @@ def test_a_worker_started_with_sigint_ignored_still_stops_on_it(worker, args):
     process, log = worker(*args, ignore_sigint=True)
     _lines(log, "polling every", process)
     if args:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while log.read_text().count("polling every") < 2:
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.05)

@@ -123,7 +123,7 @@ def _post(url: str, body: bytes, **headers: str) -> int:
 
 
 def _wait_for(url: str, server) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + processes.START_TIMEOUT
     while True:
         assert server.poll() is None, "gunicorn exited"
         try:
@@ -135,7 +135,7 @@ def _wait_for(url: str, server) -> None:  # type: ignore[no-untyped-def]
 
 
 def _sent(count: int) -> None:
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + processes.START_TIMEOUT
     query = sa.select(sa.func.count()).where(Message.status == Status.SENT.value)
     while db.session.scalar(query) != count:
         db.session.commit()
@@ -145,7 +145,7 @@ def _sent(count: int) -> None:
 
 
 def _workers_seen(count: int) -> None:
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + processes.START_TIMEOUT
     while db.session.scalar(sa.select(sa.func.count()).select_from(WorkerBeat)) < count:
         db.session.commit()
         assert time.monotonic() < deadline, "the workers did not beat"

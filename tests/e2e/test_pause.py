@@ -100,7 +100,7 @@ def test_two_worker_processes_stop_claiming_while_paused_and_send_all_once_resum
     logs = [(tmp_path / f"worker-{n}.log").open("w") for n in range(2)]
     workers = [processes.start([*OUTBOX, "worker"], env=env, stderr=log) for log in logs]
     try:
-        wait_until(lambda: _beating() == 2, timeout=30)
+        wait_until(lambda: _beating() == 2, timeout=processes.START_TIMEOUT)
         pause.pause("cli (test)", "two processes")
         time.sleep(poll * 1.5)  # a pass that began before the pause has ended by now
         expected = enqueue_many(20)

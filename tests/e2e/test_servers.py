@@ -97,7 +97,7 @@ def server(request: pytest.FixtureRequest, app, tmp_path: Path) -> Iterator[Serv
     with (tmp_path / "server.log").open("w") as log, \
          processes.group(command, env=env, stdout=log, stderr=log) as process:  # fmt: skip
         found.process, found.stop_bound = process, _stop_bound(command)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while not _answers(found):
             assert process.poll() is None, (tmp_path / "server.log").read_text()
             assert time.monotonic() < deadline, f"{request.param} did not answer"

@@ -385,7 +385,7 @@ def test_a_worker_with_verify_off_warns_at_start_and_sends(tls_worker, make_mess
     message = make_message()
     with Server("ssl", self_signed()) as server:
         worker = tls_worker(MAIL_PORT=server.port, MAIL_USE_SSL="true", MAIL_TLS_VERIFY="false")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while not server.recorder.received:
             assert time.monotonic() < deadline and worker.poll() is None, "nothing arrived"
             time.sleep(0.1)

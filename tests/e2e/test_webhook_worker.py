@@ -28,7 +28,7 @@ def ended_mid_delivery(smtp_app, smtp, tmp_path, receiver, how: int) -> int | No
     with (tmp_path / "worker.log").open("wb") as log:
         worker = processes.start([*OUTBOX, "worker"], env=env, stderr=log)
         try:
-            wait_until(lambda: receiver.requests, timeout=30)
+            wait_until(lambda: receiver.requests, timeout=processes.START_TIMEOUT)
         finally:
             code = processes.end(worker, how)
     return code

@@ -31,6 +31,7 @@ import pytest
 from packaging.version import Version
 
 from outbox import app as outbox_app
+from tests.support import processes
 from tests.support.pages import Element, parse
 from tests.support.smtpd import SmtpServer, free_port
 
@@ -133,7 +134,7 @@ def gunicorn(venv: Path, cwd: Path, log: Path) -> Iterator[Browser]:
         server = subprocess.Popen(command, cwd=cwd, env=clean_env(), stdout=out,
                                   stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while not _answers(port):
             assert server.poll() is None, log.read_text()
             assert time.monotonic() < deadline, log.read_text()
@@ -249,7 +250,7 @@ def run_worker(venv: Path, cwd: Path, log: Path, until: Callable[[], bool]) -> N
         process = subprocess.Popen(command, cwd=cwd, env=clean_env(), stdout=out,
                                    stderr=subprocess.STDOUT)  # fmt: skip
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while not until():
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)

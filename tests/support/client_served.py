@@ -58,10 +58,10 @@ def serve(database_url: str, tmp_path: Path, **settings: str) -> Iterator[Served
     with found.log.open("w") as log, \
          processes.group(command, env=env, stdout=log, stderr=log) as process:  # fmt: skip
         found.process = process
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while not _answers(found.port):
             assert process.poll() is None, found.log.read_text()
-            assert time.monotonic() < deadline, "gunicorn did not answer in 60 s"
+            assert time.monotonic() < deadline, "gunicorn did not answer"
             time.sleep(0.1)
         yield found
 

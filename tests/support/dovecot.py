@@ -140,7 +140,8 @@ def dovecot() -> Iterator[Dovecot]:
         imap_port=server.imap_port, imaps_port=server.imaps_port))  # fmt: skip
     process = processes.start([DOVECOT, "-F", "-c", str(root / "dovecot.conf")])
     try:
-        if not _wait_for(server.imap_port, time.monotonic() + 15):  # IMAPS greets after TLS
+        # The IMAP port, not IMAPS: IMAPS greets only after TLS.
+        if not _wait_for(server.imap_port, time.monotonic() + processes.START_TIMEOUT):
             pytest.fail(f"Dovecot did not start:\n{server.log()}")
         yield server
     finally:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from . import processes
 from .smtp_sink import (
     NOBODY,
     SMTP_SINK,
@@ -84,7 +85,7 @@ class Postfix:
             os.utime(path, (time.time() - 60,) * 2)
         try:
             self.postfix("start")
-            self.ehlo = ask_ehlo(self.port, time.monotonic() + 10)
+            self.ehlo = ask_ehlo(self.port, time.monotonic() + processes.START_TIMEOUT)
         except BaseException:
             self.stop()
             raise

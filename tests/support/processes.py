@@ -14,6 +14,11 @@ import subprocess
 from collections.abc import Iterator
 from typing import Any
 
+# Seconds a process or server the tests start may take to answer, or a worker to make its
+# first pass: a guard against a hang, never a wait, so it is sized for a loaded machine,
+# where an outbox start (about 3 s of CPU: Flask, SQLAlchemy, the app) takes many times that.
+START_TIMEOUT = 180.0
+
 
 def start(command: list[str], **options: Any) -> subprocess.Popen:  # type: ignore[type-arg]
     """Popen in a process group of its own, which kill_group() ends."""

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import processes
 from .smtpd import Received, free_port
 
 SMTP_SINK = "/usr/sbin/smtp-sink"
@@ -105,7 +106,7 @@ class SmtpSink:
             self.process = subprocess.Popen([*args, f"{self.host}:{self.port}", "64"],
                                             stdout=subprocess.DEVNULL, stderr=stderr)  # fmt: skip
         try:
-            self.ehlo = ask_ehlo(self.port, time.monotonic() + 10)
+            self.ehlo = ask_ehlo(self.port, time.monotonic() + processes.START_TIMEOUT)
         except OSError as exc:
             problem = (self.root / "stderr").read_text(errors="replace")
             self.stop()

@@ -102,7 +102,7 @@ def running(
     limit = {"preexec_fn": lambda: soft_open_files(open_files)} if open_files else {}
     with log.open("w") as out, processes.group(command, env=env, stdout=out, stderr=out,
                                                **limit) as proc:  # fmt: skip
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + processes.START_TIMEOUT
         while not answers(port):
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline, f"outbox smtpd did not answer:\n{log.read_text()}"

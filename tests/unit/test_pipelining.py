@@ -50,6 +50,11 @@ class Script:
     dot: int = 250
 
 
+# Seconds either end waits on the other: a guard against a hang, which a loaded machine's
+# stalls must not reach; a passing example never waits on it.
+HANG = 60
+
+
 class ScriptedServer(threading.Thread):
     """One SMTP session on a free loopback port, each transaction answered as its script says.
 
@@ -63,7 +68,7 @@ class ScriptedServer(threading.Thread):
         super().__init__(daemon=True)
         self.offer, self.scripts = offer, iter(scripts)
         self.listener = socket.create_server(("127.0.0.1", 0))
-        self.listener.settimeout(5)
+        self.listener.settimeout(HANG)
         self.port: int = self.listener.getsockname()[1]
         self.read: list[Entry] = []
         self.failure: Exception | None = None
@@ -71,7 +76,7 @@ class ScriptedServer(threading.Thread):
     def run(self) -> None:
         try:
             with self.listener, self.listener.accept()[0] as conn:
-                conn.settimeout(5)
+                conn.settimeout(HANG)
                 conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 with conn.makefile("rb") as lines:
                     self._serve(conn, lines)
@@ -140,7 +145,7 @@ class Client(smtplib.SMTP):
 
     def __init__(self, port: int) -> None:
         self.writes: list[bytes] = []
-        super().__init__("127.0.0.1", port, local_hostname="localhost", timeout=5)
+        super().__init__("127.0.0.1", port, local_hostname="localhost", timeout=HANG)
 
     def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
         sock = super()._get_socket(host, port, timeout)
