@@ -24,6 +24,7 @@ from flask import current_app
 from sqlalchemy import CursorResult, Executable, Table, bindparam, delete, select, true
 from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
 
+from outbox import queue
 from outbox.auth import audit
 from outbox.capabilities import suppression
 from outbox.capabilities.bounces import parse, verp
@@ -33,7 +34,6 @@ from outbox.core.recipients import Recipient, State, moved, state
 from outbox.core.status import Status
 from outbox.models import BounceMail, Message, utcnow
 from outbox.models.db import db
-from outbox.queue.moves import MESSAGES, changed, guarded
 
 log = logging.getLogger("outbox.bounces")
 # Where a recipient stands when its bounce comes before its send is recorded.
@@ -293,9 +293,7 @@ def _apply(row: BounceMail, message: Message, index: int | None,
         row.note = WAITING if early else NONE_LEFT
         return []
     # The row is locked (_locked); the guard holds the write to the statuses it expects.
-    stmt = guarded((Status.SENT, Status.DEFERRED), None, MESSAGES.c.id == message.id,
-                   recipients=entries)  # fmt: skip
-    if changed(stmt) != 1:
+    if not queue.write_recipients(message.id, (Status.SENT, Status.DEFERRED), entries):
         row.note = "the message was being sent again; the recipient was not marked"
         return []
     for i in chosen:
