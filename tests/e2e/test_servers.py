@@ -272,9 +272,25 @@ def _post_safely(server: Server, n: int, auth: dict[str, str], tries: int = 3) -
     """
     headers = {**auth, "Content-Type": "application/json", "Idempotency-Key": f"reload-{n}"}
     for _ in range(tries - 1):
-        with contextlib.suppress(ConnectionError):  # RemoteDisconnected and BrokenPipe too
+        try:
             return _post(server, json.dumps(_message(n)), headers)
+        except ConnectionRefusedError:  # between the old listener's close and the new one's
+            _until_listening(server)
+        except ConnectionError:  # RemoteDisconnected and BrokenPipe too
+            pass
     return _post(server, json.dumps(_message(n)), headers)
+
+
+def _until_listening(server: Server, within: float = 30.0) -> None:
+    """Wait until the server takes connections again (a loaded machine's reload is slow)."""
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", server.port), timeout=5).close()
+            return
+        except ConnectionRefusedError:
+            assert time.monotonic() < deadline, "no listener again after the reload"
+            time.sleep(0.05)
 
 
 def _post(server: Server, body: str, headers: dict[str, str]) -> int:
