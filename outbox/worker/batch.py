@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 from flask import current_app
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from outbox import queue
 from outbox.capabilities import routes, throttle
@@ -21,6 +20,7 @@ from outbox.mail import mime
 from outbox.mail.rendered import Sendable
 from outbox.models import utcnow
 from outbox.models.db import db
+from outbox.models.drivers import UNREACHABLE
 from outbox.ops import metrics
 from outbox.worker import sender
 from outbox.worker.connections import Pools
@@ -55,7 +55,7 @@ def through_outage(write: Callable[..., Any], *args: Any) -> Any:
     while True:
         try:
             return write(*args)
-        except (OperationalError, InterfaceError) as exc:
+        except UNREACHABLE as exc:
             db.session.rollback()
             if time.monotonic() + delay > deadline:
                 raise

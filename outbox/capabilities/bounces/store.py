@@ -22,7 +22,7 @@ from typing import Any, cast
 
 from flask import current_app
 from sqlalchemy import CursorResult, Executable, Table, bindparam, delete, select, true
-from sqlalchemy.exc import IntegrityError, InterfaceError, OperationalError
+from sqlalchemy.exc import IntegrityError
 
 from outbox import queue
 from outbox.auth import audit
@@ -34,6 +34,7 @@ from outbox.core.recipients import Recipient, State, moved, state
 from outbox.core.status import Status
 from outbox.models import BounceMail, Message, utcnow
 from outbox.models.db import db
+from outbox.models.drivers import UNREACHABLE
 
 log = logging.getLogger("outbox.bounces")
 # Where a recipient stands when its bounce comes before its send is recorded.
@@ -212,7 +213,7 @@ def _apply_late(pk: int) -> None:
             if marked:
                 row.note = WAITING if row.waiting else APPLIED_LATE
                 audit.add("bounce", row.message_pk, _told(marked, pk))
-    except (OperationalError, InterfaceError):
+    except UNREACHABLE:
         raise  # the database's trouble: the recording is tried again as a whole
     except Exception:
         log.exception("waiting bounce mail %d could not be applied", pk)
