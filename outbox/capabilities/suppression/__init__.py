@@ -7,6 +7,7 @@ An entry past its expires_at suppresses nothing. add() and remove() write in the
 caller's transaction; the caller commits (and writes the audit trail, for a person).
 """
 
+import math
 import re
 import time
 from collections.abc import Iterable, Mapping
@@ -73,7 +74,8 @@ def _read(stmt: Executable, values: dict[str, Any]) -> list[Row[Any]]:
 
 def _known_empty(now: datetime) -> bool:
     """Whether the list held no live entry when this process last looked (EMPTY_SECONDS)."""
-    seen = current_app.extensions.setdefault("suppression_empty", [0.0, False])
+    # Never looked: -inf, not 0.0, since monotonic() counts from boot and may be small.
+    seen = current_app.extensions.setdefault("suppression_empty", [-math.inf, False])
     if time.monotonic() - seen[0] > EMPTY_SECONDS:
         seen[:] = [time.monotonic(), not _read(_ANY_LIVE, {"now": now})]
     return bool(seen[1])
