@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -92,6 +93,30 @@ def _server(url: sa.URL) -> sa.Engine:
     if url.get_backend_name() == "postgresql":
         return sa.create_engine(url.set(database="postgres"), isolation_level="AUTOCOMMIT")
     return sa.create_engine(url.set(database=""))
+
+
+LOCAL = {"127.0.0.1", "localhost", "::1"}
+
+
+def server_pid(url: str) -> int | None:
+    """The process of the MariaDB/MySQL server that url names, from its pid file, if local.
+
+    Not `pidof`: another server (a test's private one) may be running beside it, and the
+    first one found would be watched instead. None for another database or a remote one.
+    """
+    target = sa.engine.make_url(url)
+    if target.get_backend_name() != "mysql" or target.host not in LOCAL:
+        return None
+    engine = sa.create_engine(target)
+    try:
+        with engine.connect() as conn:
+            path = conn.scalar(sa.text("SELECT @@pid_file"))
+    finally:
+        engine.dispose()
+    try:
+        return int(Path(str(path)).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def database(url: str, *, recreate: bool) -> None:

@@ -562,15 +562,6 @@ def cpu_seconds(pid: int | None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def database_pid() -> int | None:
-    """The local database server's process, if there is one to watch."""
-    for name in ("mariadbd", "mysqld"):
-        found = subprocess.run(["pidof", "-s", name], capture_output=True, text=True)
-        if found.returncode == 0:
-            return int(found.stdout.split()[0])
-    return None
-
-
 def cpu_report(count: int, runs: list[Run], server: float, sink: float) -> None:
     """CPU time per message: less shaken by a busy machine than the wall-clock rate."""
     workers = sum(run.cpu for run in runs)
@@ -604,7 +595,8 @@ def measured(args: argparse.Namespace, extra: dict[str, str], sizes: list[int]) 
         wrap = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={counted}"]
     try:
         env = worker_env(args.url, host, int(port), folder, extra)
-        server, sink_pid = database_pid(), sink.process.pid if sink is not None else None
+        server = dataset.server_pid(args.url)
+        sink_pid = sink.process.pid if sink is not None else None
         before = cpu_seconds(server), cpu_seconds(sink_pid)
         elapsed, runs = drain(args.processes, env, folder, wrap)
         after = cpu_seconds(server), cpu_seconds(sink_pid)

@@ -31,7 +31,6 @@ from outbox.models import Message
 from outbox.models.db import db
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_enqueue?charset=utf8mb4"
-LOCAL = {"127.0.0.1", "localhost", "::1"}
 TEXT = ("Hello,\n\nyour order has shipped and should reach you within three working days. "
         "You can follow the parcel from your account page at any time.\n\nThank you for "
         "shopping with us.\n-- \nThe shop team, customer service, Monday to Friday\n")  # fmt: skip
@@ -59,22 +58,6 @@ def shares(total: int, per_request: int, clients: int, first: int) -> list[Share
             body = message(numbers[0])
         found[r % clients].bodies.append(json.dumps(body).encode())
     return found
-
-
-def database_pid(app) -> int | None:  # type: ignore[no-untyped-def]
-    """The process of the MariaDB/MySQL server the app uses, from its pid file, if local.
-
-    Not `pidof`: another server (a test's private one) may be running beside it.
-    """
-    with app.app_context():
-        if db.engine.dialect.name != "mysql" or db.engine.url.host not in LOCAL:
-            return None
-        path = db.session.scalar(sa.text("SELECT @@pid_file"))
-        db.session.remove()
-    try:
-        return int(Path(path).read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def peak_rss(pids: list[int]) -> list[int]:
@@ -144,7 +127,7 @@ class Bench:
             self.token = tokens.create("bench")
             db.session.remove()
             db.engine.dispose()
-        self.database = database_pid(self.app)
+        self.database = dataset.server_pid(str(self.app.config["DATABASE_URL"]))
         self.acknowledged: list[int] = []
         self.numbered = 0  # messages made so far: each request's get numbers of their own
         self.ok = True

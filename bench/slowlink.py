@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import dataset
 import drain
 import smtpsink
 
@@ -169,21 +170,23 @@ def main(argv: list[str] | None = None) -> int:
             _, bare = far_sink()  # the ceiling's mails go to a sink of their own
             mail = drain.sample_mail([])
             ceiling = drain.ceiling(bare, connections, args.ceiling_seconds, mail)
-            print(f"bare smtplib, {connections} connections: {ceiling:,.0f} mails/s", flush=True)
+            print(f"bare smtplib, {connections} connections: {ceiling.rate:,.0f} mails/s",
+                  flush=True)  # fmt: skip
             sink, address = far_sink()
             extra = {"OUTBOX_MAIL_MAX_CONNECTIONS": str(per)}
             if args.batch:
                 extra["OUTBOX_BATCH_SIZE"] = str(args.batch)
             folder = Path(tempfile.mkdtemp(prefix="outbox-slowlink-"))
             env = drain.worker_env(args.url, address[0], address[1], folder, extra)
-            watched = [drain.database_pid(), sink.process.pid, *(line.pid for line in lines[1:])]
+            delays = [line.pid for line in lines[1:]]
+            watched = [dataset.server_pid(args.url), sink.process.pid, *delays]
             before = [drain.cpu_seconds(pid) for pid in watched]
             elapsed, runs = drain.drain(args.processes, env, folder, None)
             spent = [drain.cpu_seconds(pid) - was for pid, was in zip(watched, before, strict=True)]
             rate = args.messages / elapsed
             print(f"outbox, {args.processes} processes x {per} connections: drained "
                   f"{args.messages:,} in {elapsed:.1f} s: {rate:,.0f} mails/s "
-                  f"({rate / ceiling:.1f}x bare smtplib); goal 1,000")  # fmt: skip
+                  f"({rate / ceiling.rate:.1f}x bare smtplib); goal 1,000")  # fmt: skip
             for n, run in enumerate(runs):
                 tally = run.tally()
                 counts = "sent {}, deferred {}, failed {}".format(*tally) if tally else "no tally"

@@ -28,7 +28,6 @@ from pathlib import Path
 import dataset
 import sqlalchemy as sa
 import trustme
-from enqueue import database_pid
 from flask_migrate import upgrade
 from servers import free_port
 
@@ -134,7 +133,7 @@ def main() -> int:
         token = tokens.create("bench", scopes=("send",))
         db.session.remove()
         db.engine.dispose()
-    database = database_pid(app)
+    database = dataset.server_pid(args.url)
     rates: dict[str, list[float]] = {"outbox smtpd": [], "aiosmtpd sink": []}
     acknowledged: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
