@@ -135,6 +135,9 @@ class Email:
     reply_to: Address | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     priority: int = 0  # higher goes first
+    # "transactional" (one person's mail; the server's default) or "broadcast" (a newsletter):
+    # the server sends transactional mail first and may suppress and route them apart.
+    stream: str | None = None
     send_after: datetime | str | None = None  # a naive datetime is taken as UTC
     attachments: Iterable[AttachmentLike] = ()
     # Your own labels (an order id, say): given back in answers and webhook events, not sent.
@@ -152,6 +155,7 @@ class Email:
             "html": self.html,
             "headers": dict(self.headers) or None,
             "priority": self.priority or None,
+            "stream": self.stream,
             "send_after": utc_text(self.send_after),
             "attachments": [attachment(a).to_json() for a in self.attachments] or None,
             "metadata": dict(self.metadata) or None,
