@@ -55,7 +55,7 @@ class Draft:
         fields = {k: v for k, v in self.__dict__.items() if k != "attachments"}
         if not fields["metadata"]:  # digests made before metadata existed stay the same
             del fields["metadata"]
-        if fields["stream"] is DEFAULT_STREAM:  # and those made before streams too
+        if fields["stream"] == DEFAULT_STREAM:  # and those made before streams too
             del fields["stream"]
         fields["send_after"] = self.send_after.isoformat() if self.send_after else None
         # Each address as a person writes it, as the digest has always taken them.
