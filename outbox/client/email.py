@@ -121,6 +121,18 @@ def attachment(item: AttachmentLike) -> Attachment:
                     f"got {type(item).__name__}")  # fmt: skip
 
 
+# The header field the Django and Flask-Mail backends read a message's stream from (as
+# outbox smtpd does), taken out of its headers.
+STREAM_HEADER = "x-outbox-stream"
+
+
+def stream_of(headers: Mapping[str, str], given: object = None) -> str | None:
+    """A message's stream: given (message.stream), else its X-Outbox-Stream header."""
+    if isinstance(given, str) and given:
+        return given
+    return next((v for k, v in headers.items() if k.lower() == STREAM_HEADER), None)
+
+
 @dataclass
 class Email:
     """One message; each field is the API's of the same name (sender is its "from")."""
