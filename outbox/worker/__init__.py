@@ -33,10 +33,11 @@ EMPTY_CLAIM_PATIENCE = 2.0  # seconds
 BEAT_EVERY = 1.0
 # The smallest batch a lane claims when BATCH_SIZE is shared among many lanes.
 MIN_LANE_BATCH = 20
-# The kept lane (one of two or more) takes broadcast mail this many messages at a time,
-# so a transactional mail waits for at most that many sends there; and, while the other
-# lanes still send, it looks for new transactional mail this often (seconds).
-KEPT_BROADCAST = 1
+# The lane kept for transactional mail claims as much broadcast mail as it sent in this
+# many seconds at the pace of its last batch (one message before it has sent one), so a
+# transactional mail waits about that long there; and, while other lanes still send,
+# it looks for new transactional mail this often (seconds).
+KEPT_WITHIN = 0.25
 KEPT_LOOKS_EVERY = 0.2
 
 
@@ -102,12 +103,12 @@ class Worker(BatchSender):
     def _run_lanes(self, run: "Pass", lanes: int) -> None:
         """Run the pass's lanes to their end; the first error of any lane is raised.
 
-        Of two lanes or more, the first is kept for transactional mail: it takes broadcast
-        mail only KEPT_BROADCAST at a time, and waits for transactional mail as long as
-        the others send, so a password reset never queues behind a newsletter's batches.
+        The first lane is kept for transactional mail: it takes broadcast mail only in
+        batches it sends within about KEPT_WITHIN, and waits for transactional mail as long
+        as the others send, so a password reset never queues behind a newsletter's batches.
         """
         if lanes == 1:
-            self._lane(run)
+            self._lane(run, kept=True)
             return
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         errors: list[BaseException] = []
@@ -138,18 +139,21 @@ class Worker(BatchSender):
         """Claim, send and record batches until nothing is due, the pass ends, or a stop;
         kept: the lane kept for transactional mail (_run_lanes)."""
         idle_since: float | None = None
-        caps = {Stream.BROADCAST: KEPT_BROADCAST} if kept else None
+        pace = 0.0  # the kept lane's mails a second in its last batch
         while not (self.stop.is_set() or run.ended.is_set()):
             run.chores()
             if pause.is_paused():  # each batch: a long drain stops within a poll interval too
                 run.tally.paused = True
                 run.ended.set()
                 break
+            share = max(1, min(run.batch, int(KEPT_WITHIN * pace)))
+            caps = {Stream.BROADCAST: share} if kept else None
             claims = queue.claim_batch(self.worker_id, run.batch, with_mail=True, caps=caps)
             if claims:
                 idle_since = None
                 claimed_at = time.monotonic()
                 batch = self.send_batch(self._screen(claims), claimed_at)
+                pace = len(claims) / max(time.monotonic() - claimed_at, 1e-3)
                 run.add(batch)
                 if batch.fault:
                     # The next messages would meet it too; the next pass tries again.
