@@ -119,8 +119,7 @@ def count_recorded(
     count_outcomes([recorded[d.claim.id].value for d in done], [code for _, code in replied])
     by_stream: dict[tuple[str, str], int] = {}
     for d in done:
-        key = (getattr(d.claim.mail, "stream", None) or DEFAULT_STREAM.value,
-               recorded[d.claim.id].value)  # fmt: skip
+        key = (d.claim.stream, recorded[d.claim.id].value)
         by_stream[key] = by_stream.get(key, 0) + 1
     for (stream, outcome), count in by_stream.items():
         STREAM_ATTEMPTS.labels(stream, outcome).inc(count)

@@ -13,6 +13,7 @@ from sqlalchemy.exc import DBAPIError
 
 from outbox.core.status import CLAIMABLE, Status
 from outbox.core.streams import CLAIM_ORDER, Stream
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
 from outbox.models import utcnow
 from outbox.models.db import db
 from outbox.queue.moves import MESSAGES, changed, guarded
@@ -31,6 +32,7 @@ class Claim:
     max_attempts: int
     started_at: datetime
     mail: Any = field(default=None, compare=False, repr=False)  # claim_batch(with_mail=True)
+    stream: str = DEFAULT_STREAM.value  # core.streams: the metrics count attempts by it
 
 
 def retryable(exc: DBAPIError) -> bool:
@@ -84,7 +86,15 @@ def claim_batch(
             rows = [mails[i] for i in ids]
         db.session.commit()
         return [
-            Claim(r.id, worker_id, r.attempts, r.max_attempts, moment, r if with_mail else None)
+            Claim(
+                r.id,
+                worker_id,
+                r.attempts,
+                r.max_attempts,
+                moment,
+                r if with_mail else None,
+                r.stream,
+            )  # fmt: skip
             for r in rows
         ]
 
@@ -96,11 +106,11 @@ def claim_batch(
 # raw_size and envelope_from: a mail handed over by SMTP goes as it came.
 MAIL_COLUMNS = ("subject", "from_addr", "from_name", "reply_to", "reply_to_name", "recipients",
                 "text_body", "html_body", "headers", "message_id", "attachment_count",
-                "mailing_id", "fields", "raw_size", "envelope_from", "stream")  # fmt: skip
+                "mailing_id", "fields", "raw_size", "envelope_from")  # fmt: skip
 
 
 def _claim_columns(with_mail: bool) -> list[Any]:
-    names = ("id", "priority", "next_attempt_at", "attempts", "max_attempts")
+    names = ("id", "priority", "next_attempt_at", "attempts", "max_attempts", "stream")
     return [MESSAGES.c[name] for name in (*names, *(MAIL_COLUMNS if with_mail else ()))]
 
 

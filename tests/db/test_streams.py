@@ -5,6 +5,7 @@ import threading
 
 import pytest
 import sqlalchemy as sa
+from prometheus_client import REGISTRY
 
 from outbox import queue
 from outbox.capabilities import suppression
@@ -128,3 +129,17 @@ def test_reject_mode_refuses_broadcast_mail_to_an_unsubscribed_address_only(app,
     count = db.session.scalar(sa.select(sa.func.count()).select_from(Message))
     db.session.commit()
     assert count == 1
+
+
+def test_attempts_are_counted_by_stream(smtp_app, smtp, make_message):
+    def sent(stream: str) -> float:
+        labels = {"stream": stream, "outcome": "sent"}
+        return REGISTRY.get_sample_value("outbox_stream_attempts_total", labels) or 0.0
+
+    before = {stream: sent(stream) for stream in ("transactional", "broadcast")}
+    make_message()
+    make_message(stream=BROADCAST)
+    make_message(stream=BROADCAST)
+    assert Worker().drain().sent == 3
+    assert sent("transactional") - before["transactional"] == 1
+    assert sent("broadcast") - before["broadcast"] == 2
