@@ -82,6 +82,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         default=0,
         help="one attachment of this many KiB per message (0: none)",
     )
+    parser.add_argument(
+        "--stream", default="", help="the messages' stream (default: the column's default)"
+    )
     parser.add_argument("--smtp", metavar="HOST:PORT", help="send to this server, not smtp-sink")
     parser.add_argument(
         "--sink-cmd",
@@ -222,13 +225,17 @@ def exclusive(url: str) -> Iterator[None]:
         server.dispose()  # the lock ends with its connection
 
 
-def prepare(url: str, count: int, attachment_sizes: list[int]) -> Flask:
-    """A freshly created and migrated bench database holding count queued messages."""
+def prepare(url: str, count: int, attachment_sizes: list[int], stream: str = "") -> Flask:
+    """A freshly created and migrated bench database holding count queued messages, of the
+    given stream (the column's default if none)."""
     dataset.database(url, recreate=True)  # refuses a name without "bench"
     app = dataset.make_app(url)
     with app.app_context():
         upgrade()
         fill(count, attachment_sizes)
+        if stream:
+            db.session.execute(sa.update(MESSAGES).values(stream=stream))
+            db.session.commit()
         db.engine.dispose()
     return app
 
@@ -574,7 +581,7 @@ def cpu_report(count: int, runs: list[Run], server: float, sink: float) -> None:
 
 def measured(args: argparse.Namespace, extra: dict[str, str], sizes: list[int]) -> int:
     """Fill, measure the ceiling, drain and check; 0 if every message went out once."""
-    app = prepare(args.url, args.messages, sizes)
+    app = prepare(args.url, args.messages, sizes, args.stream)
     ceilings = measure_ceilings(args, sample_mail(sizes))
     folder = Path(tempfile.mkdtemp(prefix="outbox-drain-"))
     sink = None

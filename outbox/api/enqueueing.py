@@ -1,5 +1,6 @@
 """Queuing over the API: one message, or a batch of them stored all or none."""
 
+import collections
 from typing import Any
 
 from flask import Response, current_app, g, jsonify, request, url_for
@@ -31,7 +32,7 @@ def create_message() -> Response:
         idempotency_key=key,
     )  # fmt: skip
     if created:
-        metrics.count_enqueued("api")
+        metrics.count_enqueued("api", streams={draft.stream.value: 1})
     if not created and message.request_hash != draft.fingerprint():
         error = "this Idempotency-Key was used for a different message"
         return answer_error(409, error, id=message.id)
@@ -84,7 +85,8 @@ def create_batch() -> Response:
         idempotency_key=key,
     )  # fmt: skip
     if created:
-        metrics.count_enqueued("api", len(queued))
+        streams = collections.Counter(draft.stream.value for draft in drafts)
+        metrics.count_enqueued("api", len(queued), streams)
     if not created and queued[0].request_hash != queue.batch_fingerprint(drafts):
         error = "this Idempotency-Key was used for a different batch"
         return answer_error(409, error, id=queued[0].id)

@@ -11,11 +11,12 @@ from outbox.core.addresses import parse as parse_addresses
 from outbox.core.checks import UNSTORABLE_ERROR, unstorable
 from outbox.core.schema import utc_moment
 from outbox.core.status import Status
+from outbox.core.streams import parse as parse_stream
 from outbox.models import ID_RANGE
 from outbox.ops.reports import Filters, filtered_page
 from outbox.queue.wire import MAX_PAGE_LIMIT, PAGE_LIMIT, message_json
 
-PARAMETERS = {"status", "recipient", "source", "since", "until", "before", "limit"}
+PARAMETERS = {"status", "stream", "recipient", "source", "since", "until", "before", "limit"}
 
 
 def _moment(value: str) -> datetime | None:
@@ -32,6 +33,11 @@ def read_filters(args: Any) -> tuple[Filters, int | None, int]:
     if status is not None and status not in set(Status):
         errors["status"] = f"must be one of {', '.join(Status)}"
     found["status"] = status
+    if (stream := args.get("stream")) is not None:
+        try:
+            found["stream"] = parse_stream(stream).value
+        except ValueError as exc:
+            errors["stream"] = str(exc)
     if (recipient := args.get("recipient")) is not None:
         try:
             found["recipient"] = _one_mailbox(recipient)

@@ -9,6 +9,7 @@ from outbox.api.blueprint import Refused, answer_error, bp
 from outbox.api.bodies import JSON, check_content_type
 from outbox.auth import audit
 from outbox.capabilities.mailings import control, intake, reads
+from outbox.core.streams import Stream
 from outbox.models import ID_RANGE, Mailing
 from outbox.models.db import db
 from outbox.ops import metrics
@@ -77,7 +78,8 @@ def create_mailing() -> Response:
     if not created:
         response.headers["Idempotent-Replayed"] = "true"
     else:
-        metrics.count_enqueued("api", mailing.recipient_count)  # each recipient is a message
+        count = mailing.recipient_count  # each recipient is a message
+        metrics.count_enqueued("api", count, {Stream.BROADCAST.value: count})
         detail = {"mailing": mailing.id, "recipients": mailing.recipient_count}
         audit.record("mailing", None, detail)
     return response
@@ -89,7 +91,7 @@ def append_recipients(mailing_id: int) -> Response:
     check_content_type((JSON,))
     max_attempts = current_app.config["MAX_ATTEMPTS"]
     mailing, added = intake.append(_id(mailing_id), request.stream, max_attempts=max_attempts)
-    metrics.count_enqueued("api", added)
+    metrics.count_enqueued("api", added, {Stream.BROADCAST.value: added})
     response = jsonify(id=mailing.id, added=added, recipients=mailing.recipient_count)
     response.status_code = 201
     return response

@@ -101,9 +101,9 @@ class Client:
     def list(self, *, status: str | None = None, recipient: str | None = None,
              source: str | None = None, since: datetime | str | None = None,
              until: datetime | str | None = None, before: int | None = None,
-             limit: int | None = None) -> Page:  # fmt: skip
+             limit: int | None = None, stream: str | None = None) -> Page:  # fmt: skip
         """One page of messages newest first, filtered; page.before asks for the next."""
-        asked = {"status": status, "recipient": recipient, "source": source,
+        asked = {"status": status, "stream": stream, "recipient": recipient, "source": source,
                  "since": utc_text(since), "until": utc_text(until), "before": before,
                  "limit": limit}  # fmt: skip
         query = urlencode({k: v for k, v in asked.items() if v is not None}, quote_via=quote)

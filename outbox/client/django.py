@@ -15,13 +15,13 @@ from django.core.mail.backends.base import BaseEmailBackend
 from django.core.mail.message import EmailMessage
 
 from outbox.client.api import BATCH_LIMIT, Client
-from outbox.client.email import Attachment, Email, content_id, unnamed
+from outbox.client.email import STREAM_HEADER, Attachment, Email, content_id, stream_of, unnamed
 from outbox.client.errors import OutboxError
 
 # Headers Django reads from extra_headers itself (From, To, Cc, Reply-To), and those
 # outbox writes itself: the Message-ID it fixes at enqueue, so that a retried send is
 # the same mail, and the Date of sending.
-HANDLED = {"from", "to", "cc", "reply-to", "message-id", "date"}
+HANDLED = {"from", "to", "cc", "reply-to", "message-id", "date", STREAM_HEADER}
 
 
 class EmailBackend(BaseEmailBackend):
@@ -86,6 +86,8 @@ def to_email(message: EmailMessage) -> Email:
         attachments=[_attachment(a, n, charset) for n, a in enumerate(message.attachments, 1)],
         # message.metadata = {...}, as django-anymail's backends take it.
         metadata=dict(getattr(message, "metadata", None) or {}),
+        # message.stream = "broadcast", or an X-Outbox-Stream header, as outbox smtpd takes it.
+        stream=stream_of(message.extra_headers, getattr(message, "stream", None)),
     )  # fmt: skip
 
 

@@ -121,6 +121,18 @@ def attachment(item: AttachmentLike) -> Attachment:
                     f"got {type(item).__name__}")  # fmt: skip
 
 
+# The header field the Django and Flask-Mail backends read a message's stream from (as
+# outbox smtpd does), taken out of its headers.
+STREAM_HEADER = "x-outbox-stream"
+
+
+def stream_of(headers: Mapping[str, str], given: object = None) -> str | None:
+    """A message's stream: given (message.stream), else its X-Outbox-Stream header."""
+    if isinstance(given, str) and given:
+        return given
+    return next((v for k, v in headers.items() if k.lower() == STREAM_HEADER), None)
+
+
 @dataclass
 class Email:
     """One message; each field is the API's of the same name (sender is its "from")."""
@@ -135,6 +147,9 @@ class Email:
     reply_to: Address | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     priority: int = 0  # higher goes first
+    # "transactional" (one person's mail; the server's default) or "broadcast" (a newsletter):
+    # the server sends transactional mail first and may suppress and route them apart.
+    stream: str | None = None
     send_after: datetime | str | None = None  # a naive datetime is taken as UTC
     attachments: Iterable[AttachmentLike] = ()
     # Your own labels (an order id, say): given back in answers and webhook events, not sent.
@@ -152,6 +167,7 @@ class Email:
             "html": self.html,
             "headers": dict(self.headers) or None,
             "priority": self.priority or None,
+            "stream": self.stream,
             "send_after": utc_text(self.send_after),
             "attachments": [attachment(a).to_json() for a in self.attachments] or None,
             "metadata": dict(self.metadata) or None,

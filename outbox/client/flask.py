@@ -15,12 +15,12 @@ from flask_mail import Message as MailMessage
 from flask_mail import email_dispatched
 
 from outbox.client.api import Client
-from outbox.client.email import Attachment, Email, content_id, unnamed
+from outbox.client.email import STREAM_HEADER, Attachment, Email, content_id, stream_of, unnamed
 from outbox.client.results import Message
 
 # Headers outbox writes itself: the Message-ID it fixes at enqueue (set on the message
 # as msgId once queued) and the Date of sending.
-OWN_HEADERS = {"message-id", "date"}
+OWN_HEADERS = {"message-id", "date", STREAM_HEADER}
 
 
 @dataclass
@@ -127,6 +127,8 @@ def to_email(message: MailMessage) -> Email:
         text=text, html=html, headers=headers,
         attachments=[_attachment(a, n, charset) for n, a in enumerate(message.attachments, 1)],
         metadata=dict(getattr(message, "metadata", None) or {}),  # msg.metadata = {...}
+        # msg.stream = "broadcast", or an X-Outbox-Stream header, as outbox smtpd takes it.
+        stream=stream_of(message.extra_headers or {}, getattr(message, "stream", None)),
     )  # fmt: skip
 
 

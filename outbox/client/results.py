@@ -59,6 +59,7 @@ class Message:
     note: str | None = None  # after resend or cancel: why it waits, if it does
     mailing_id: int | None = None  # a mailing's recipient: the mailing (an older outbox: None)
     metadata: dict[str, str] = field(default_factory=dict)  # the labels it was sent with
+    stream: str = "transactional"  # an older outbox, without streams: transactional
 
     @classmethod
     def from_json(cls, found: dict[str, Any]) -> "Message":

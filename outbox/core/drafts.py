@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from outbox.core.addresses import Mailbox
 from outbox.core.checks import Upload
 from outbox.core.schema import NewMessage, field_errors
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
+from outbox.core.streams import Stream
 
 
 class DraftError(Exception):
@@ -37,6 +39,7 @@ class Draft:
     html: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     priority: int = 0
+    stream: Stream = DEFAULT_STREAM
     send_after: datetime | None = None
     attachments: list[Upload] = field(default_factory=list)
     metadata: dict[str, str] = field(default_factory=dict)  # the app's labels, not sent
@@ -52,6 +55,8 @@ class Draft:
         fields = {k: v for k, v in self.__dict__.items() if k != "attachments"}
         if not fields["metadata"]:  # digests made before metadata existed stay the same
             del fields["metadata"]
+        if fields["stream"] == DEFAULT_STREAM:  # and those made before streams too
+            del fields["stream"]
         fields["send_after"] = self.send_after.isoformat() if self.send_after else None
         # Each address as a person writes it, as the digest has always taken them.
         for name in ("from_addr", "reply_to"):

@@ -33,6 +33,9 @@ from outbox.core.checks import (
     line_break_problem,
     unstorable,
 )
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
+from outbox.core.streams import Stream
+from outbox.core.streams import parse as parse_stream
 
 # The longest header line RFC 5322 allows, and the width of the subject, from and
 # reply-to columns.
@@ -181,6 +184,11 @@ def _checked(check: Callable[..., Any], shape: Any) -> PlainValidator:
 Listed = MailboxListText | list[MailboxListText]
 AtLeastOne = MailboxListText | Annotated[list[MailboxListText], Field(min_length=1)]
 Priority = Annotated[int, Field(ge=PRIORITY_RANGE[0], le=PRIORITY_RANGE[1])]
+StreamName = Annotated[str, Field(json_schema_extra={"enum": [s.value for s in Stream]})]
+
+
+def _stream(value: Any) -> Stream:
+    return DEFAULT_STREAM if value is None or value == "" else parse_stream(value)
 
 
 def _reply_to(value: Any, info: ValidationInfo) -> Mailbox | None:
@@ -233,6 +241,11 @@ class NewMessage(BaseModel):
     priority: Annotated[int, _checked(_priority, Priority | None)] = Field(
         0, title="Priority", description="Higher goes first; 0 if not given."
     )
+    stream: Annotated[Stream, _checked(_stream, StreamName | None)] = Field(
+        DEFAULT_STREAM, title="Stream",
+        description="transactional (one person's mail: a receipt, a password reset; the"
+        " default) or broadcast (a newsletter). Transactional mail is sent first.",
+    )  # fmt: skip
     send_after: Annotated[datetime | None, _checked(utc_moment, datetime | None)] = Field(
         None, title="Send after (UTC)", description="ISO 8601; a time without a zone is UTC."
     )

@@ -13,6 +13,8 @@ from sqlalchemy.orm import Mapped, configure_mappers, mapped_column, relationshi
 from outbox.core.addresses import Kind, Mailbox
 from outbox.core.recipients import Recipient, by_kind
 from outbox.core.status import Status
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
+from outbox.core.streams import STREAM_CHARS
 from outbox.models.bounces import BounceMail
 from outbox.models.db import Base
 from outbox.models.dkim import DkimKey as DkimKey
@@ -60,6 +62,10 @@ class Message(Base):
     # The app's own labels (the API's "metadata"), given back, never sent (migration 0021).
     meta: Mapped[dict[str, str] | None] = mapped_column(JSON, nullable=True)
     priority: Mapped[int] = mapped_column(Integer, default=0)
+    # core.streams: transactional or broadcast (migration 0024).
+    stream: Mapped[str] = mapped_column(
+        String(STREAM_CHARS), default=DEFAULT_STREAM.value, server_default=DEFAULT_STREAM.value
+    )
     send_after: Mapped[datetime | None] = mapped_column(Timestamp)
     status: Mapped[str] = mapped_column(String(16), default=Status.QUEUED.value)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
@@ -122,11 +128,13 @@ class Message(Base):
     )
 
 
-# The claim reads one status at a time in exactly this order, so each claim is an
-# index range scan that stops after a batch, however many sent rows the table holds.
+# The claim reads one status and stream at a time in exactly this order, so each claim
+# is an index range scan that stops after a batch, however many sent rows the table
+# holds, and finds the transactional mail behind a backlog of broadcast mail at once.
 Index(
     "ix_messages_claim",
     Message.status,
+    Message.stream,
     Message.priority.desc(),
     Message.next_attempt_at,
     Message.id,

@@ -11,7 +11,7 @@ import bisect
 import hmac
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -28,6 +28,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from outbox.core.status import Outcome
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
 from outbox.models import utcnow
 from outbox.ops import heartbeats, reports
 
@@ -40,8 +41,13 @@ MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 
 ENQUEUED = Counter("outbox_messages_enqueued", "Messages stored for sending, by where from "
                    "(api, compose).", ["source"])  # fmt: skip
+STREAM_ENQUEUED = Counter("outbox_stream_enqueued", "Messages stored for sending, by stream "
+                          "(transactional, broadcast).", ["stream"])  # fmt: skip
 ATTEMPTS = Counter("outbox_attempts", "Send attempts recorded, by outcome (sent, deferred, "
                    "failed, worker_lost).", ["outcome"])  # fmt: skip
+STREAM_ATTEMPTS = Counter("outbox_stream_attempts", "Send attempts recorded, by stream "
+                          "(transactional, broadcast) and outcome (sent, deferred, failed).",
+                          ["stream", "outcome"])  # fmt: skip
 REPLIES = Counter("outbox_smtp_replies", "SMTP replies that ended an attempt, by class "
                   "(2xx, 4xx, 5xx).", ["code_class"])  # fmt: skip
 SEND_SECONDS = Histogram(
@@ -75,9 +81,12 @@ def count_held(kinds: Iterable[str]) -> None:
         THROTTLED.labels(kind).inc(count)
 
 
-def count_enqueued(source: str, count: int = 1) -> None:
-    """Messages newly stored (not an idempotent repeat) from source: api or compose."""
+def count_enqueued(source: str, count: int = 1, streams: Mapping[str, int] | None = None) -> None:
+    """Messages newly stored (not an idempotent repeat) from source: api or compose; streams:
+    how many were of each stream (None: all of the default one)."""
     ENQUEUED.labels(source).inc(count)
+    for stream, many in (streams or {DEFAULT_STREAM.value: count}).items():
+        STREAM_ENQUEUED.labels(stream).inc(many)
 
 
 def count_outcomes(outcomes: Iterable[str], codes: Iterable[int | None]) -> None:
@@ -108,6 +117,12 @@ def count_recorded(
     replied = [(d, 250 if d.outcome is Outcome.SENT else d.code) for d in done]
     replied = [(d, code) for d, code in replied if code]
     count_outcomes([recorded[d.claim.id].value for d in done], [code for _, code in replied])
+    by_stream: dict[tuple[str, str], int] = {}
+    for d in done:
+        key = (d.claim.stream, recorded[d.claim.id].value)
+        by_stream[key] = by_stream.get(key, 0) + 1
+    for (stream, outcome), count in by_stream.items():
+        STREAM_ATTEMPTS.labels(stream, outcome).inc(count)
     observe_send([(d.finished_at - d.claim.started_at).total_seconds() for d, _ in replied], delays)
     delays.clear()
 

@@ -12,6 +12,7 @@ from sqlalchemy.orm import load_only
 
 from outbox.core.addresses import Mailbox
 from outbox.core.status import CLAIMABLE, Status
+from outbox.core.streams import Stream
 from outbox.models import AttemptHour, Message, utcnow
 from outbox.models.db import db
 from outbox.ops import rollups
@@ -26,7 +27,7 @@ IN_FLIGHT = {Status.QUEUED.value, Status.SENDING.value, Status.DEFERRED.value}
 LIST_COLUMNS = (
     Message.id, Message.created_at, Message.recipients, Message.subject, Message.status,
     Message.attempts, Message.last_retry, Message.next_attempt_at, Message.last_error,
-    Message.source, Message.sent_at,
+    Message.source, Message.sent_at, Message.stream,
 )  # fmt: skip
 ALL = "all"  # the key of the count of every message
 
@@ -131,41 +132,58 @@ def with_status(stmt: Select[Any], status: str) -> Select[Any]:
 
 
 def _listed(
-    stmt: Select[Any], status: str | None, search: str | None, before: int | None
+    stmt: Select[Any],
+    status: str | None,
+    search: str | None,
+    before: int | None,
+    stream: str | None = None,
 ) -> tuple[Select[Any], int | None]:
-    """The list's filter on a statement, and the lowest id a search looks at (None: no search)."""
+    """The list's filter on a statement, and the lowest id a search or a stream looks at
+    (None: neither): no index serves them in id order."""
     if status is not None:
         stmt = with_status(stmt, status)
     if before is not None:
         stmt = stmt.where(Message.id < before)
-    if not search:
+    if not search and stream is None:
         return stmt, None
     top = before if before is not None else (db.session.scalar(func.max(Message.id)) or 0) + 1
     floor = max(top - SEARCH_WINDOW, 1)
-    found = or_(
-        cast(Message.recipients, Text).icontains(search, autoescape=True),
-        Message.subject.icontains(search, autoescape=True),
-    )
-    return stmt.where(Message.id >= floor, found), floor
+    stmt = stmt.where(Message.id >= floor)
+    if stream is not None:
+        stmt = stmt.where(Message.stream == stream)
+    if search:
+        stmt = stmt.where(or_(
+            cast(Message.recipients, Text).icontains(search, autoescape=True),
+            Message.subject.icontains(search, autoescape=True),
+        ))  # fmt: skip
+    return stmt, floor
 
 
-def matches(status: str | None, search: str, before: int | None, cap: int | None = None) -> Count:
+def matches(
+    status: str | None,
+    search: str,
+    before: int | None,
+    cap: int | None = None,
+    stream: str | None = None,
+) -> Count:
     """How many messages a search finds in the window it looks at, counted up to cap.
 
     The same window as the page's: at most SEARCH_WINDOW ids, so this costs what one
     page of a rare word costs.
     """
     cap = COUNT_CAP if cap is None else cap
-    rows, _ = _listed(select(Message.id), status, search, before)
+    rows, _ = _listed(select(Message.id), status, search, before, stream)
     found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
     value = int(found.scalar_one())
     return Count(min(value, cap), value > cap)
 
 
-def page(status: str | None, search: str | None, before: int | None) -> Page:
+def page(
+    status: str | None, search: str | None, before: int | None, stream: str | None = None
+) -> Page:
     """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET)."""
     stmt, floor = _listed(select(Message).options(load_only(*LIST_COLUMNS)), status, search,
-                          before)  # fmt: skip
+                          before, stream)  # fmt: skip
     rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(PAGE_SIZE + 1)).scalars())
     if len(rows) > PAGE_SIZE:
         rows = rows[:PAGE_SIZE]
@@ -207,6 +225,29 @@ def oldest_waiting(now: datetime | None = None) -> datetime | None:
     return min((moment for moment in found if moment is not None), default=None)
 
 
+def waiting_by_stream(cap: int | None = None) -> dict[str, Count]:
+    """Messages queued or deferred, due or not, per stream (core.streams), each counted up
+    to cap in one query: ranges of ix_messages_claim, whose status and stream come first."""
+    cap = COUNT_CAP if cap is None else cap
+    waiting = [status.value for status in CLAIMABLE]
+    counted = [
+        select(func.count())
+        .select_from(
+            select(Message.id)
+            .where(Message.status.in_(waiting), Message.stream == stream.value)
+            .limit(cap + 1)
+            .subquery()
+        )
+        .scalar_subquery()
+        for stream in Stream
+    ]
+    found = db.session.execute(select(*counted)).one()
+    return {
+        stream.value: Count(min(value, cap), value > cap)
+        for stream, value in zip(Stream, found, strict=True)
+    }
+
+
 def latest_failures(limit: int = 10) -> list[Message]:
     """The most recent failed messages."""
     stmt = with_status(select(Message).options(load_only(*LIST_COLUMNS)), Status.FAILED.value)
@@ -242,7 +283,7 @@ FILTERED_COLUMNS = (
     Message.reply_to, Message.reply_to_name, Message.recipients, Message.subject,
     Message.priority, Message.attempts, Message.max_attempts, Message.created_at,
     Message.send_after, Message.next_attempt_at, Message.last_retry, Message.last_error,
-    Message.sent_at,
+    Message.sent_at, Message.stream,
 )  # fmt: skip
 
 
@@ -255,11 +296,13 @@ class Filters:
     source: str | None = None
     since: datetime | None = None  # created at or after
     until: datetime | None = None  # created before
+    stream: str | None = None
 
     @property
     def windowed(self) -> bool:
         """Whether a filter that no index serves in id order is given (see FILTER_WINDOW)."""
-        return any(v is not None for v in (self.recipient, self.source, self.since, self.until))
+        given = (self.recipient, self.source, self.since, self.until, self.stream)
+        return any(v is not None for v in given)
 
 
 def _matching(filters: Filters) -> Select[Any]:
@@ -269,6 +312,8 @@ def _matching(filters: Filters) -> Select[Any]:
         stmt = with_status(stmt, filters.status)  # ix_messages_status_id, on MariaDB too
     if filters.source is not None:
         stmt = stmt.where(Message.source == filters.source)
+    if filters.stream is not None:
+        stmt = stmt.where(Message.stream == filters.stream)
     if filters.since is not None:
         stmt = stmt.where(Message.created_at >= filters.since)
     if filters.until is not None:

@@ -3,7 +3,7 @@
 import functools
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
@@ -12,6 +12,8 @@ from sqlalchemy import ColumnElement, Executable, Row, Update, bindparam, case, 
 from sqlalchemy.exc import DBAPIError
 
 from outbox.core.status import CLAIMABLE, Status
+from outbox.core.streams import CLAIM_ORDER, Stream
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
 from outbox.models import utcnow
 from outbox.models.db import db
 from outbox.queue.moves import MESSAGES, changed, guarded
@@ -30,6 +32,7 @@ class Claim:
     max_attempts: int
     started_at: datetime
     mail: Any = field(default=None, compare=False, repr=False)  # claim_batch(with_mail=True)
+    stream: str = DEFAULT_STREAM.value  # core.streams: the metrics count attempts by it
 
 
 def retryable(exc: DBAPIError) -> bool:
@@ -58,17 +61,23 @@ def with_retries(step: Callable[[], T]) -> T:
 
 
 def claim_batch(
-    worker_id: str, limit: int, now: datetime | None = None, *, with_mail: bool = False
+    worker_id: str,
+    limit: int,
+    now: datetime | None = None,
+    *,
+    with_mail: bool = False,
+    caps: Mapping[Stream, int] | None = None,
 ) -> list[Claim]:
     """Mark up to limit due messages as sending by this worker, in one short transaction.
 
-    with_mail, each claim also carries the columns a mail is written from (claim.mail),
-    read in the claim's own transaction.
+    Transactional mail first (streams.CLAIM_ORDER); caps: the most of a stream this claim
+    takes. with_mail, each claim also carries the columns a mail is written from
+    (claim.mail), read in the claim's own transaction.
     """
 
     def step() -> list[Claim]:
         moment = now or utcnow()
-        rows = _claim_rows(worker_id, limit, moment, with_mail)
+        rows = _claim_rows(worker_id, limit, moment, with_mail, caps or {})
         if with_mail and rows and db.engine.dialect.name != "sqlite":
             # Read for the chosen rows only: a lane holds up to limit rows, and
             # at a million messages both lanes do.
@@ -77,7 +86,15 @@ def claim_batch(
             rows = [mails[i] for i in ids]
         db.session.commit()
         return [
-            Claim(r.id, worker_id, r.attempts, r.max_attempts, moment, r if with_mail else None)
+            Claim(
+                r.id,
+                worker_id,
+                r.attempts,
+                r.max_attempts,
+                moment,
+                r if with_mail else None,
+                r.stream,
+            )  # fmt: skip
             for r in rows
         ]
 
@@ -93,7 +110,7 @@ MAIL_COLUMNS = ("subject", "from_addr", "from_name", "reply_to", "reply_to_name"
 
 
 def _claim_columns(with_mail: bool) -> list[Any]:
-    names = ("id", "priority", "next_attempt_at", "attempts", "max_attempts")
+    names = ("id", "priority", "next_attempt_at", "attempts", "max_attempts", "stream")
     return [MESSAGES.c[name] for name in (*names, *(MAIL_COLUMNS if with_mail else ()))]
 
 
@@ -102,21 +119,18 @@ def _by_claim_order(row: Row[Any]) -> tuple[int, datetime, int]:
     return (-row.priority, row.next_attempt_at, row.id)
 
 
-def _claim_rows(worker_id: str, limit: int, now: datetime, with_mail: bool) -> list[Row[Any]]:
-    """Choose and mark the rows of one claim (inside the caller's transaction)."""
-    values = {"worker": worker_id, "now": now}
-    if db.engine.dialect.name == "sqlite":
-        # SQLite has no row locks; one UPDATE takes its write lock, so choosing
-        # and marking the rows is a single atomic step.
-        found = db.session.execute(_claim_returning(limit, with_mail), values)
-        return sorted(found, key=_by_claim_order)
-    # One locking read per status, each an ordered range of ix_messages_claim;
-    # SKIP LOCKED lets workers take disjoint rows without waiting on each other.
-    candidates: list[Row[Any]] = []
-    for status in CLAIMABLE:
-        candidates.extend(db.session.execute(_lane(status.value, limit), values))
-    rows = sorted(candidates, key=_by_claim_order)[:limit]
-    if rows:
+def _claim_rows(
+    worker_id: str, limit: int, now: datetime, with_mail: bool, caps: Mapping[Stream, int]
+) -> list[Row[Any]]:
+    """Choose and mark the rows of one claim (inside the caller's transaction), a stream at
+    a time: a stream is not read once the streams before it filled the claim."""
+    values: dict[str, Any] = {"worker": worker_id, "now": now}
+    rows: list[Row[Any]] = []
+    for stream in CLAIM_ORDER:
+        wanted = min(limit - len(rows), caps.get(stream, limit))
+        if wanted > 0:
+            rows += _stream_rows(stream, wanted, values, with_mail)
+    if rows and db.engine.dialect.name != "sqlite":
         values["ids"] = [r.id for r in rows]
         moved = changed(_mark_claimed(), values)
         # The rows are locked by this transaction, so all of them must move.
@@ -125,17 +139,36 @@ def _claim_rows(worker_id: str, limit: int, now: datetime, with_mail: bool) -> l
     return rows
 
 
+def _stream_rows(
+    stream: Stream, limit: int, values: dict[str, Any], with_mail: bool
+) -> list[Row[Any]]:
+    """Up to limit due rows of one stream in claim order: marked on SQLite, locked elsewhere."""
+    if db.engine.dialect.name == "sqlite":
+        # SQLite has no row locks; one UPDATE takes its write lock, so choosing
+        # and marking the rows is a single atomic step.
+        found = db.session.execute(_claim_returning(stream, limit, with_mail), values)
+        return sorted(found, key=_by_claim_order)
+    # One locking read per status, each an ordered range of ix_messages_claim;
+    # SKIP LOCKED lets workers take disjoint rows without waiting on each other.
+    candidates: list[Row[Any]] = []
+    for status in CLAIMABLE:
+        candidates.extend(db.session.execute(_lane(status.value, stream, limit), values))
+    return sorted(candidates, key=_by_claim_order)[:limit]
+
+
 def _claim_order() -> tuple[Any, ...]:
     c = MESSAGES.c
     return (c.priority.desc(), c.next_attempt_at, c.id)
 
 
-@functools.lru_cache(maxsize=16)
-def _lane(status: str, limit: int) -> Executable:
-    """Lock up to limit due rows of one claimable status, in claim order, skipping locked ones."""
+@functools.lru_cache(maxsize=64)
+def _lane(status: str, stream: Stream, limit: int) -> Executable:
+    """Lock up to limit due rows of one claimable status and stream, in claim order,
+    skipping locked ones."""
     c = MESSAGES.c
     lane = select(*_claim_columns(False))
-    lane = lane.where(c.status == status, c.next_attempt_at <= bindparam("now"))
+    lane = lane.where(c.status == status, c.stream == stream.value,
+                      c.next_attempt_at <= bindparam("now"))  # fmt: skip
     return lane.order_by(*_claim_order()).limit(limit).with_for_update(skip_locked=True)
 
 
@@ -146,12 +179,13 @@ def _claimed_mail() -> Executable:
     return select(*_claim_columns(True)).where(MESSAGES.c.id.in_(ids))
 
 
-@functools.lru_cache(maxsize=16)
-def _claim_returning(limit: int, with_mail: bool) -> Executable:
-    """SQLite's claim: mark up to limit due rows and return them, in one statement."""
+@functools.lru_cache(maxsize=64)
+def _claim_returning(stream: Stream, limit: int, with_mail: bool) -> Executable:
+    """SQLite's claim of a stream: mark up to limit due rows and return them, in one statement."""
     c = MESSAGES.c
     claimable = [s.value for s in CLAIMABLE]
-    due = select(c.id).where(c.status.in_(claimable), c.next_attempt_at <= bindparam("now"))
+    due = select(c.id).where(c.status.in_(claimable), c.stream == stream.value,
+                             c.next_attempt_at <= bindparam("now"))  # fmt: skip
     chosen = due.order_by(*_claim_order()).limit(limit).scalar_subquery()
     return _claiming(c.id.in_(chosen)).returning(*_claim_columns(with_mail))
 
@@ -168,11 +202,14 @@ def _claiming(*where: ColumnElement[bool]) -> Update:
                    locked_by=bindparam("worker"), locked_at=bindparam("now"))  # fmt: skip
 
 
-def has_due(now: datetime | None = None) -> bool:
-    """Whether any due message is still waiting unclaimed (a plain, non-locking read)."""
+def has_due(now: datetime | None = None, stream: Stream | None = None) -> bool:
+    """Whether any due message (of the stream, if given) is still waiting unclaimed (a
+    plain, non-locking read)."""
     c = MESSAGES.c
     claimable = [s.value for s in CLAIMABLE]
     due = select(c.id).where(c.status.in_(claimable), c.next_attempt_at <= (now or utcnow()))
+    if stream is not None:
+        due = due.where(c.stream == stream.value)
     found = db.session.execute(select(exists(due))).scalar()
     db.session.commit()
     return bool(found)

@@ -7,6 +7,7 @@ from datetime import datetime
 from outbox.core.addresses import Kind
 from outbox.core.drafts import Draft
 from outbox.core.status import Status, sources
+from outbox.core.streams import Stream
 from outbox.models import Message, utcnow
 from outbox.models.db import db
 from outbox.queue import hooks, kinds
@@ -81,6 +82,7 @@ def draft_of(old: Message) -> Draft:
         html=old.html_body,
         headers=dict(old.headers or {}),
         priority=old.priority,
+        stream=Stream(old.stream),
         attachments=read_attachments(old.id),
         metadata=dict(old.meta or {}),
     )

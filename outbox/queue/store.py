@@ -159,6 +159,7 @@ def message_row(
         "headers": draft.headers or None,
         "meta": draft.metadata or None,
         "priority": draft.priority,
+        "stream": draft.stream.value,
         "send_after": draft.send_after,
         "status": Status.QUEUED.value,
         "attempts": 0,

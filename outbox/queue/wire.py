@@ -11,6 +11,7 @@ from outbox.core.addresses import Kind
 from outbox.core.recipients import Recipient as Entry
 from outbox.core.recipients import State, by_kind, partly_delivered, state
 from outbox.core.status import CLAIMABLE, Outcome, Status
+from outbox.core.streams import Stream
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")
 BATCH_LIMIT = 1000  # messages in one batch request
@@ -51,6 +52,7 @@ class Message(BaseModel):
     reply_to: str | None
     subject: str
     priority: int
+    stream: Stream  # core.streams
     attempts: int
     max_attempts: int
     created_at: datetime

@@ -22,7 +22,7 @@ FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]  # the up
 # scripts are off. No IANA zone name is longer than this.
 ZONE_CHARS = 64
 # The fields folded behind "More options"; the fold opens when one has a value or an error.
-MORE = ("cc", "bcc", "reply_to", "priority", "send_after")
+MORE = ("cc", "bcc", "reply_to", "priority", "stream", "send_after")
 
 
 def zone_named(name: str | None) -> ZoneInfo:
@@ -140,5 +140,5 @@ def compose() -> ResponseReturnValue:
     message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
                                max_attempts=current_app.config["MAX_ATTEMPTS"])  # fmt: skip
     audit.record("compose", message.id)
-    metrics.count_enqueued("compose")
+    metrics.count_enqueued("compose", streams={draft.stream.value: 1})
     return redirect(url_for("messages.show", message_pk=message.id))

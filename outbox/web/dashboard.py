@@ -44,7 +44,8 @@ def tiles(now: datetime) -> dict[str, Any]:
     """What the tiles show: a count per status and when the longest waiting became due."""
     due = reports.oldest_waiting(now)
     age = (now - due) if due else None
-    return dict(counts=reports.status_counts(), oldest_due=due, oldest_age=age)
+    return dict(counts=reports.status_counts(), oldest_due=due, oldest_age=age,
+                streams=reports.waiting_by_stream())  # fmt: skip
 
 
 def _warning_id(worker: WorkerBeat) -> str:

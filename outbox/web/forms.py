@@ -10,6 +10,7 @@ from wtforms import (
     HiddenField,
     MultipleFileField,
     PasswordField,
+    SelectField,
     StringField,
     TextAreaField,
 )
@@ -45,11 +46,14 @@ class ComposeForm(FlaskForm):
 
 
 def _control(kind: str, shape: dict[str, Any], label: str) -> Field:
-    """A text area for text that may span lines, files for attachments, a line otherwise."""
+    """A text area for text that may span lines, files for attachments, a choice of the
+    names a field takes (the schema checks the choice), a line otherwise."""
     default = shape.get("default")
     if kind == "files":
         return MultipleFileField(label)
     (value, *_) = [b for b in shape.get("anyOf", [shape]) if b.get("type") != "null"]
+    if "enum" in value:
+        return SelectField(label, choices=value["enum"], default=default, validate_choice=False)
     if value == {"type": "string"}:  # neither one line (pattern) nor a format
         return TextAreaField(label)
     return StringField(label, default=None if default is None else str(default))

@@ -23,6 +23,7 @@ from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.submission import shown as raw_shown
 from outbox.core.recipients import partly_delivered
 from outbox.core.status import Status
+from outbox.core.streams import Stream
 from outbox.models import ID_RANGE, Message, utcnow
 from outbox.models.db import db
 from outbox.ops import detail, pause, reports
@@ -47,6 +48,7 @@ bp = Blueprint("messages", __name__, url_prefix="/messages")
 bp.before_request(login_required(lambda: None))
 
 TABS = ["all", *(status.value for status in Status)]
+STREAMS = [stream.value for stream in Stream]
 # Longer than any subject; SQLite refuses LIKE patterns over 50,000 bytes.
 SEARCH_CHARS = 998
 # What the HTML body of a message may do inside its iframe: show itself, nothing more.
@@ -76,12 +78,17 @@ def listing(args: Any, notice: str | None = None) -> dict[str, Any]:
         abort(400, description=f"search for at most {SEARCH_CHARS} characters, without NUL")
     if before is not None and before not in ID_RANGE:
         abort(400, description="before must be a message id")
+    stream = args.get("stream", "").strip() or None
+    if stream is not None and stream not in STREAMS:
+        abort(400, description=f"stream must be one of {', '.join(STREAMS)}")
     chosen = None if status == "all" else status
-    page = reports.page(chosen, search, before)
+    page = reports.page(chosen, search, before, stream)
     return dict(page=page, status=status, search=search, before=before, tabs=TABS,
-                counts=reports.counts(), notice=notice, form=ActionForm(), paused=pause.current(),
-                matches=reports.matches(chosen, search, before) if search else None,
-                here=url_for("messages.index", status=status, q=search, before=before))  # fmt: skip
+                stream=stream, streams=STREAMS, counts=reports.counts(), notice=notice,
+                form=ActionForm(), paused=pause.current(),
+                matches=reports.matches(chosen, search, before, stream=stream) if search else None,
+                here=url_for("messages.index", status=status, q=search, stream=stream,
+                             before=before))  # fmt: skip
 
 
 @bp.get("")

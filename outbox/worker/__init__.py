@@ -16,6 +16,7 @@ from outbox import queue
 from outbox.capabilities import routes
 from outbox.capabilities.suppression import screen
 from outbox.core.status import Lease
+from outbox.core.streams import Stream
 from outbox.models import utcnow
 from outbox.models.db import db
 from outbox.ops import heartbeats, metrics, pause
@@ -32,6 +33,12 @@ EMPTY_CLAIM_PATIENCE = 2.0  # seconds
 BEAT_EVERY = 1.0
 # The smallest batch a lane claims when BATCH_SIZE is shared among many lanes.
 MIN_LANE_BATCH = 20
+# The lane kept for transactional mail claims as much broadcast mail as it sent in this
+# many seconds at the pace of its last batch (one message before it has sent one), so a
+# transactional mail waits about that long there; and, while other lanes still send,
+# it looks for new transactional mail this often (seconds).
+KEPT_WITHIN = 0.25
+KEPT_LOOKS_EVERY = 0.2
 
 
 def new_worker_id() -> str:
@@ -94,24 +101,32 @@ class Worker(BatchSender):
         return tally
 
     def _run_lanes(self, run: "Pass", lanes: int) -> None:
-        """Run the pass's lanes to their end; the first error of any lane is raised."""
+        """Run the pass's lanes to their end; the first error of any lane is raised.
+
+        The first lane is kept for transactional mail: it takes broadcast mail only in
+        batches it sends within about KEPT_WITHIN, and waits for transactional mail as long
+        as the others send, so a password reset never queues behind a newsletter's batches.
+        """
         if lanes == 1:
-            self._lane(run)
+            self._lane(run, kept=True)
             return
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         errors: list[BaseException] = []
+        run.others = lanes - 1
 
-        def lane() -> None:
+        def lane(kept: bool) -> None:
             with app.app_context():
                 try:
-                    self._lane(run)
+                    self._lane(run, kept)
                 except BaseException as exc:
                     errors.append(exc)
                     run.ended.set()
                 finally:
+                    if not kept:
+                        run.lane_done()
                     db.session.remove()
 
-        threads = [threading.Thread(target=lane, name=f"lane-{n}", daemon=True)
+        threads = [threading.Thread(target=lane, args=(n == 0,), name=f"lane-{n}", daemon=True)
                    for n in range(lanes)]  # fmt: skip
         for thread in threads:
             thread.start()
@@ -120,25 +135,33 @@ class Worker(BatchSender):
         if errors:
             raise errors[0]
 
-    def _lane(self, run: "Pass") -> None:
-        """Claim, send and record batches until nothing is due, the pass ends, or a stop."""
+    def _lane(self, run: "Pass", kept: bool = False) -> None:
+        """Claim, send and record batches until nothing is due, the pass ends, or a stop;
+        kept: the lane kept for transactional mail (_run_lanes)."""
         idle_since: float | None = None
+        pace = 0.0  # the kept lane's mails a second in its last batch
         while not (self.stop.is_set() or run.ended.is_set()):
             run.chores()
             if pause.is_paused():  # each batch: a long drain stops within a poll interval too
                 run.tally.paused = True
                 run.ended.set()
                 break
-            claims = queue.claim_batch(self.worker_id, run.batch, with_mail=True)
+            share = max(1, min(run.batch, int(KEPT_WITHIN * pace)))
+            caps = {Stream.BROADCAST: share} if kept else None
+            claims = queue.claim_batch(self.worker_id, run.batch, with_mail=True, caps=caps)
             if claims:
                 idle_since = None
                 claimed_at = time.monotonic()
                 batch = self.send_batch(self._screen(claims), claimed_at)
+                pace = len(claims) / max(time.monotonic() - claimed_at, 1e-3)
                 run.add(batch)
                 if batch.fault:
                     # The next messages would meet it too; the next pass tries again.
                     self.log.warning("%s: sending is failing: %s", self.worker_id, batch.fault)
                     run.ended.set()
+                continue
+            if kept and run.others_sending():
+                self.stop.wait(KEPT_LOOKS_EVERY)
                 continue
             # An empty claim is not an empty queue: rows may sit under another
             # worker's claim that is about to be rolled back. Messages a rate limit held
@@ -173,6 +196,17 @@ class Pass:
         self.chore = threading.Lock()
         self.reclaimed_at = self.beaten_at = time.monotonic()
         self.unbeaten = 0  # sent since the last heartbeat
+        self.others = 0  # lanes beside the kept one that have not ended yet
+
+    def lane_done(self) -> None:
+        """A lane other than the kept one has ended."""
+        with self.lock:
+            self.others -= 1
+
+    def others_sending(self) -> bool:
+        """Whether a lane other than the kept one is still at work."""
+        with self.lock:
+            return self.others > 0
 
     def add(self, batch: Tally) -> None:
         """Count a lane's batch, and put a fault on record (or take it off)."""

@@ -218,7 +218,8 @@ class BatchSender:
             return mail, False
         row, route = claim.mail, session.route
         entries, due_at = row.recipients, row.next_attempt_at
-        claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
+        claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow(),
+                            stream=claim.stream)  # fmt: skip
         self.delays.append((claim.started_at - due_at).total_seconds())
         result = sender.deliver(session, mail, deadline, ahead)
         throttle.observe(row, result, route, utcnow())  # a 421 or 4.7.x slows the domain down
@@ -272,6 +273,7 @@ def _transport_trouble(result: Any) -> bool:
 
 def _faulted(claim: queue.Claim, fault: queue.Finished) -> queue.Finished:
     """A claim not tried because the server or the settings failed the one before it."""
-    claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow())
+    claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow(),
+                        stream=claim.stream)  # fmt: skip
     return queue.Finished(claim, Outcome.DEFERRED, claim.started_at, fault.code, fault.error,
                           fault=True, route=fault.route)  # fmt: skip

@@ -135,7 +135,7 @@ REFUSALS = [
      "not ''"),
     ('[[routes]]\nname = "a"\nhost = "h"\nhostname = "x"\n', 'routes #1 "a": unknown key '
      "'hostname' (known: name, host, port, tls, username, password, password_env, "
-     "max_connections, rate, tls_verify, ca_file)"),
+     "max_connections, rate, tls_verify, ca_file, streams)"),
     (ONE + '[[routes]]\nname = "relay"\nhost = "other"\n', 'routes #2: name "relay" is taken by '
      "an earlier route"),
     (ONE + 'tls = "tls"\n', 'routes #1 "relay": tls must be one of starttls, ssl, none, not '

@@ -20,7 +20,7 @@ def test_an_email_can_give_every_field_of_a_message():
     every = client.Email(
         to="a@example.com", subject="s", text="t", html="h", sender="b@example.com",
         cc="c@example.com", bcc="d@example.com", reply_to="e@example.com",
-        headers={"X-A": "1"}, priority=1, send_after="2030-01-01T00:00:00Z",
+        headers={"X-A": "1"}, priority=1, stream="broadcast", send_after="2030-01-01T00:00:00Z",
         attachments=[("f.txt", b"x")], metadata={"order": "42"},
     )  # fmt: skip
     assert set(every.to_json()) == set(WIRE_NAMES.values())

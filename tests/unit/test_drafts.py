@@ -128,7 +128,8 @@ def test_a_good_message_becomes_its_draft(fields, changed):
     draft = build_draft(fields, "Shop <shop@example.com>")
     plain = {"from_addr": "Shop <shop@example.com>", "to": ["a@example.com"], "cc": [],
              "bcc": [], "reply_to": None, "subject": "", "text": "hi", "html": None,
-             "headers": {}, "priority": 0, "send_after": None, "attachments": [],
+             "headers": {}, "priority": 0, "stream": "transactional", "send_after": None,
+             "attachments": [],
              "metadata": {}}  # fmt: skip
     listed = [draft.from_addr, *draft.to, *draft.cc, *draft.bcc, *filter(None, [draft.reply_to])]
     assert all(isinstance(mailbox, Mailbox) for mailbox in listed)  # parsed into parts, once

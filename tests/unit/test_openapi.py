@@ -63,7 +63,8 @@ def test_the_listing_and_the_detail_are_described():
     schemas = document["components"]["schemas"]
     listing = document["paths"]["/api/messages"]["get"]
     names = {p["name"] for p in listing["parameters"]}
-    assert names == {"status", "recipient", "source", "since", "until", "before", "limit"}
+    assert names == {"status", "stream", "recipient", "source", "since", "until", "before",
+                     "limit"}  # fmt: skip
     assert set(listing["responses"]) == {"200", "401", "403", "422", "503"}
     detail = schemas["MessageDetail"]["properties"]
     assert {"cc", "bcc", "reply_to", "attachments", "attempt_log", "recipients"} <= set(detail)

@@ -15,7 +15,7 @@ def test_each_field_of_the_schema_is_an_attribute_of_the_draft():
     # html before text: the check of text reads the checked html.
     assert list(schema.NewMessage.model_fields) == [
         "to", "cc", "bcc", "from_addr", "reply_to", "subject", "html", "text", "priority",
-        "send_after", "headers", "attachments", "metadata"]  # fmt: skip
+        "stream", "send_after", "headers", "attachments", "metadata"]  # fmt: skip
     assert set(schema.NewMessage.model_fields) == {f.name for f in dataclasses.fields(Draft)}
     assert schema.WIRE_NAMES["from_addr"] == "from"
 
@@ -24,7 +24,8 @@ def test_forms_carry_every_field_but_the_headers():
     assert schema.FORM_KINDS == {
         "to": "repeated", "cc": "repeated", "bcc": "repeated", "from": "text",
         "reply_to": "text", "subject": "text", "html": "text", "text": "text",
-        "priority": "text", "send_after": "text", "attachments": "files"}  # fmt: skip
+        "priority": "text", "stream": "text", "send_after": "text",
+        "attachments": "files"}  # fmt: skip
 
 
 def test_the_compose_form_has_a_labelled_control_for_each_form_field():

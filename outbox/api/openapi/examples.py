@@ -8,7 +8,8 @@ SENT_AT = "2026-01-15T09:30:02Z"
 _MESSAGE: dict[str, Any] = {
     "id": 42, "message_id": "<20260115093000.42.a1b2c3@mail.example.com>", "status": "sent",
     "from": "Shop <shop@example.com>", "to": ["Ann Lee <ann@example.org>"], "cc": [], "bcc": [],
-    "reply_to": None, "subject": "Your order 1234", "priority": 0, "attempts": 1,
+    "reply_to": None, "subject": "Your order 1234", "priority": 0, "stream": "transactional",
+    "attempts": 1,
     "max_attempts": 8, "created_at": "2026-01-15T09:30:00Z", "send_after": None,
     "next_attempt_at": None, "last_retry": None, "last_error": None, "sent_at": SENT_AT,
     "recipients": [{"kind": "to", "address": "ann@example.org", "name": "Ann Lee",

@@ -9,6 +9,7 @@ from outbox.api.openapi.parts import (
     answer,
 )
 from outbox.core.status import Status
+from outbox.core.streams import Stream
 from outbox.queue.wire import MAX_PAGE_LIMIT, PAGE_LIMIT
 
 
@@ -21,6 +22,8 @@ def listing() -> Schema:
     parameters = [
         _query("status", "Only messages in this status.", type="string",
                enum=[status.value for status in Status]),
+        _query("stream", "Only messages of this stream.", type="string",
+               enum=[stream.value for stream in Stream]),
         _query("recipient", "Only messages to this address (To, Cc or Bcc): the address as "
                "stored, the domain in any case.", type="string", format="email"),
         _query("source", "Only messages queued by this source (api:TOKEN-NAME, web:EMAIL).",
@@ -36,8 +39,8 @@ def listing() -> Schema:
     ]  # fmt: skip
     return {
         "summary": "Messages newest first, filtered, a page at a time",
-        "description": "Keyset pages on id, newest first. Filtered by recipient, source or "
-        "time, a page looks at a window of ids and may hold fewer messages than the limit, "
+        "description": "Keyset pages on id, newest first. Filtered by stream, recipient, source "
+        "or time, a page looks at a window of ids and may hold fewer messages than the limit, "
         "or none, with a next link: follow next until it is null.",
         "parameters": parameters,
         "responses": {

@@ -20,6 +20,7 @@ from outbox.capabilities.suppression import screen
 from outbox.core.addresses import LINE_BREAK, LINE_BREAK_ERROR, Kind, parse
 from outbox.core.checks import UNSTORABLE_ERROR, unstorable
 from outbox.core.recipients import Recipient
+from outbox.core.streams import Stream
 from outbox.models.db import db
 from outbox.queue import PAUSED_UNTIL, insert_row, insert_rows
 from outbox.queue.store import message_row, msgid_domain
@@ -149,7 +150,7 @@ class Writer:
             subject="", text_body=None, html_body=None, headers=None,
             max_attempts=self.max_attempts, source=f"mailing:{self.mailing_id}",
             attachment_count=self.head.attachment_count, mailing_id=self.mailing_id,
-            fields=checked["fields"] or None, **paused,
+            fields=checked["fields"] or None, stream=Stream.BROADCAST.value, **paused,
         )  # fmt: skip
 
     def flush(self) -> None:

@@ -11,6 +11,7 @@ from flask import Flask, current_app
 from outbox import smtp
 from outbox.capabilities.suppression import key_of
 from outbox.core import deliveries
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
 
 log = logging.getLogger("outbox.routes")
 # The most sending threads (lanes, worker.py) one process runs, whatever the routes allow.
@@ -28,6 +29,11 @@ class Route:
     settings: smtp.HostSettings
     max_connections: int = 1  # open at once by each worker process
     rate: float | None = None  # mails a second over all hosts; None: no limit
+    streams: tuple[str, ...] | None = None  # the streams it carries (core.streams); None: all
+
+    def takes(self, stream: str) -> bool:
+        """Whether mail of this stream may go through this route."""
+        return self.streams is None or stream in self.streams
 
 
 @dataclass(frozen=True)
@@ -84,11 +90,18 @@ class Table:
         recipient_domain, so a message to several domains matches no recipient_domain rule
         and goes by the later rules (the relay of one domain is never handed another's
         mail); the priority is at least min_priority. The matching rule's route comes
-        first, then its fallbacks; with no match, the first route alone.
+        first, then its fallbacks; with no match, the first route alone. Routes that list
+        streams carry only those: they are left out of a chain for mail of another stream
+        (a rule left with none is passed over), and the default is then the first route
+        that carries the mail's stream.
         """
         sender: str | None = None
         recipients: set[str] | None = None
-        for rule, chain in self._chains:
+        stream = str(getattr(mail, "stream", None) or DEFAULT_STREAM)
+        for rule, whole in self._chains:
+            chain = tuple(route for route in whole if route.takes(stream))
+            if not chain:
+                continue
             if rule.min_priority is not None and mail.priority < rule.min_priority:
                 continue
             if rule.sender_domain is not None:
@@ -102,7 +115,9 @@ class Table:
                 if recipients != {rule.recipient_domain}:
                     continue
             return chain
-        return (self.first,)
+        if self.first.takes(stream):
+            return (self.first,)
+        return (next((r for r in self.routes.values() if r.takes(stream)), self.first),)
 
 
 def domain_of(address: str) -> str:

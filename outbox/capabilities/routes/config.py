@@ -17,10 +17,13 @@ from flask import Flask
 
 from outbox import smtp
 from outbox.capabilities.routes import KEY, Route, Rule, Table, domain_key
+from outbox.core.streams import NAMES as STREAM_NAMES
+from outbox.core.streams import Stream
+from outbox.core.streams import parse as parse_stream
 
 TOP_KEYS = ("routes", "rules", "domains")
 ROUTE_KEYS = ("name", "host", "port", "tls", "username", "password", "password_env",
-              "max_connections", "rate", "tls_verify", "ca_file")  # fmt: skip
+              "max_connections", "rate", "tls_verify", "ca_file", "streams")  # fmt: skip
 RULE_KEYS = ("route", "fallback", "sender_domain", "recipient_domain", "min_priority")
 CONDITIONS = ("sender_domain", "recipient_domain", "min_priority")
 DOMAIN_KEYS = ("rate",)
@@ -102,6 +105,10 @@ def table_of(
         if not any(getattr(rule, key) is not None for key in CONDITIONS):
             raise _Refused(f"rules #{n}", "a rule with no condition (" + ", ".join(CONDITIONS)
                            + ") matches every message: it may only be the last rule")  # fmt: skip
+    for stream in Stream:
+        if not any(route.takes(stream) for route in routes.values()):
+            raise _Refused("routes", f"no route carries {stream} mail: list it in the streams "
+                           "of one, or leave streams out of one")  # fmt: skip
     return Table(routes, tuple(rules), _domains(data.get("domains", {})))
 
 
@@ -149,7 +156,21 @@ def _route(
         verify=verify, ca_file=ca_file, allow_plaintext_auth=config["MAIL_ALLOW_PLAINTEXT_AUTH"],
     )  # fmt: skip
     max_connections = int(connections or config["MAIL_MAX_CONNECTIONS"])
-    return Route(name, settings, max_connections, _rate(entry, where))
+    return Route(name, settings, max_connections, _rate(entry, where), _streams(entry, where))
+
+
+def _streams(entry: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
+    """The streams a route carries (core.streams), None for every one."""
+    found = entry.get("streams")
+    if found is None:
+        return None
+    if not isinstance(found, list) or not found:
+        raise _Refused(where, f'streams must be a list of stream names, such as ["broadcast"] '
+                       f"(streams: {STREAM_NAMES})")  # fmt: skip
+    try:
+        return tuple(dict.fromkeys(parse_stream(name).value for name in found))
+    except ValueError as exc:
+        raise _Refused(where, f"streams: {exc}") from None
 
 
 def _credentials(

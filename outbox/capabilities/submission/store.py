@@ -33,6 +33,8 @@ from outbox.core.addresses import Kind, Mailbox
 from outbox.core.checks import oversize
 from outbox.core.recipients import Recipient
 from outbox.core.status import Status
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
+from outbox.core.streams import parse as parse_stream
 from outbox.models import CHUNK_BYTES, Message, RawChunk, utcnow
 from outbox.models.db import db
 from outbox.queue import insert_row
@@ -43,6 +45,8 @@ FIELD = re.compile(rb"[!-9;-~]+[ \t]*:")  # a field name (RFC 5322 3.6.8; obs-: 
 BARE = re.compile(rb"\r(?!\n)|(?<!\r)\n")
 MESSAGE_ID_CHARS = 255  # the messages.message_id column
 HIDDEN = frozenset({"bcc", "resent-bcc"})  # fields naming recipients no one else may see
+# The field a client names the mail's stream in (core.streams): outbox's, never sent on.
+STREAM_FIELD = "x-outbox-stream"
 
 INSERT_RAW = insert(cast(Table, RawChunk.__table__))
 
@@ -212,7 +216,12 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
         kind = next((k for k in named if mailbox.address.lower() in named[k]), Kind.BCC)
         name = named.get(kind, {}).get(mailbox.address.lower()) or None
         entries.append(Recipient(kind, mailbox.address, name))
-    raw = b"".join([*added, *(f for f in fields if _name(f) not in HIDDEN), body])
+    try:
+        stream = parse_stream((_value(fields, STREAM_FIELD) or "").strip() or DEFAULT_STREAM)
+    except ValueError as exc:
+        raise Refused(550, "5.6.0", f"X-Outbox-Stream: {exc}") from None
+    dropped = HIDDEN | {STREAM_FIELD}
+    raw = b"".join([*added, *(f for f in fields if _name(f) not in dropped), body])
     subject = " ".join(_decoded(_value(fields, "subject") or "").split())[:998]
     return {
         "message_id": message_id,
@@ -226,6 +235,7 @@ def prepared(sender: str, recipients: list[str], data: bytes, now: datetime) -> 
         "html_body": None,
         "headers": None,
         "priority": 0,
+        "stream": stream.value,
         "send_after": None,
         "status": Status.QUEUED.value,
         "attempts": 0,
@@ -334,5 +344,6 @@ def copied(old: Message, source: str, max_attempts: int) -> Message:
     data = b"".join([*(f for f in fields if _name(f) != "message-id"), body])
     recipients = [entry.address for entry in old.recipients]
     queued = queue_raw(old.envelope_from, recipients, data, source=source,
-                       max_attempts=max_attempts, resent_from=old.id)  # fmt: skip
+                       max_attempts=max_attempts, resent_from=old.id,
+                       stream=old.stream)  # fmt: skip
     return db.session.get_one(Message, queued.id)

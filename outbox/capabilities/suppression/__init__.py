@@ -20,10 +20,15 @@ from sqlalchemy.exc import IntegrityError
 
 from outbox.auth.audit import actor
 from outbox.core.addresses import a_label
+from outbox.core.streams import Stream
 from outbox.models import Suppression, Timestamp, utcnow
 from outbox.models.db import AUTOCOMMIT, db
 
 SOURCES = ("bounce", "smtp", "manual", "import", "unsubscribe")
+# Sources whose entries keep broadcast mail only from an address: a person who left a
+# newsletter still gets the password reset they ask for. Bounces, the mail servers'
+# refusals and staff's own entries keep every stream's mail away.
+BROADCAST_ONLY = frozenset({"unsubscribe"})
 REASON_CHARS = 1000  # a reason is cut to this many characters
 MODES = ("mark", "reject")  # OUTBOX_SUPPRESSED: record suppressed recipients, or refuse them
 TABLE = Suppression.__table__
@@ -101,6 +106,11 @@ def matching(
         part = keys[start : start + KEYS_PER_QUERY]
         found.update((row.key, row) for row in _read(_MATCHING, {"keys": part, "now": now}))
     return found
+
+
+def suppresses(entry: Row[Any] | Suppression, stream: str) -> bool:
+    """Whether a live entry keeps mail of this stream (core.streams) from its address."""
+    return stream == Stream.BROADCAST.value or entry.source not in BROADCAST_ONLY
 
 
 def find(address: str) -> Suppression | None:

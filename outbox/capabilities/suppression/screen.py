@@ -17,11 +17,12 @@ from typing import Any, cast
 from flask import current_app
 from sqlalchemy import Row, Table, select
 
-from outbox.capabilities.suppression import describe, key_of, matching
+from outbox.capabilities.suppression import describe, key_of, matching, suppresses
 from outbox.capabilities.webhooks import events
 from outbox.core.deliveries import pending
 from outbox.core.recipients import Recipient, State, moved
 from outbox.core.status import Status
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
 from outbox.models import Message
 from outbox.models.db import db
 from outbox.queue import write_recipients
@@ -64,12 +65,14 @@ def screen(rows: list[dict[str, Any]], now: datetime, *, batch: bool = False) ->
             }
             for n, row in enumerate(rows)
             for entry in row["recipients"]
-            if (hit := found.get(key_of(entry.address)))
+            if (hit := _hit(entry, found, _stream_of(row)))
         ]
-        raise Rejected(refused)
+        if refused:
+            raise Rejected(refused)
+        return {}
     marked: dict[int, int] = {}
     for n, row in enumerate(rows):
-        entries, count = _marked(row["recipients"], found, Status.QUEUED)
+        entries, count = _marked(row["recipients"], found, Status.QUEUED, _stream_of(row))
         if count:
             row["recipients"] = entries
             marked[n] = count
@@ -78,13 +81,25 @@ def screen(rows: list[dict[str, Any]], now: datetime, *, batch: bool = False) ->
     return marked
 
 
+def _stream_of(row: dict[str, Any]) -> str:
+    """A new row's stream: the one it names, else the column's default."""
+    return str(row.get("stream") or DEFAULT_STREAM.value)
+
+
+def _hit(entry: Recipient, found: dict[str, Row[Any]], stream: str) -> Row[Any] | None:
+    """The live entry that keeps mail of this stream from a recipient, if any."""
+    hit = found.get(key_of(entry.address))
+    return hit if hit is not None and suppresses(hit, stream) else None
+
+
 def _marked(
-    entries: list[Recipient], found: dict[str, Row[Any]], status: Status | str
+    entries: list[Recipient], found: dict[str, Row[Any]], status: Status | str, stream: str
 ) -> tuple[list[Recipient], int]:
-    """Entries with the suppressed ones marked, and how many were; status: their message's."""
+    """Entries with the suppressed ones marked, and how many were; status and stream: their
+    message's."""
     marked, count = [], 0
     for entry in entries:
-        hit = found.get(key_of(entry.address))
+        hit = _hit(entry, found, stream)
         if hit is not None and entry.state is None:
             entry = moved(entry, status, SUPPRESSED, reply=describe(hit), attempts=0)
             count += 1
@@ -129,7 +144,7 @@ def restate(ids: Collection[int] | None) -> set[int]:
     the caller's transaction.
     """
     c = MESSAGES.c
-    stmt = select(c.id, c.recipients, c.status)
+    stmt = select(c.id, c.recipients, c.status, c.stream)
     if ids is None:
         stmt = stmt.where(c.status == Status.FAILED.value)
     else:
@@ -139,9 +154,9 @@ def restate(ids: Collection[int] | None) -> set[int]:
     rows = db.session.execute(stmt).all()
     found = matching([e.address for row in rows for e in row.recipients])
     nobody = set()
-    for pk, entries, status in rows:
-        lifted = [_lifted(entry, found, status) for entry in entries]
-        now_marked, _ = _marked(lifted, found, status)
+    for pk, entries, status, stream in rows:
+        lifted = [_lifted(entry, found, status, stream) for entry in entries]
+        now_marked, _ = _marked(lifted, found, status, stream)
         if now_marked != entries:  # not a move: the status stays
             write_recipients(pk, (Status.FAILED, Status.CANCELLED), now_marked)
         if not pending(now_marked):
@@ -149,9 +164,10 @@ def restate(ids: Collection[int] | None) -> set[int]:
     return nobody
 
 
-def _lifted(entry: Recipient, found: dict[str, Row[Any]], status: str) -> Recipient:
-    """An entry marked suppressed whose address is no longer on the list, unmarked."""
-    if entry.state is not SUPPRESSED or key_of(entry.address) in found:
+def _lifted(entry: Recipient, found: dict[str, Row[Any]], status: str, stream: str) -> Recipient:
+    """An entry marked suppressed whose address the list no longer keeps from the
+    message's stream, unmarked."""
+    if entry.state is not SUPPRESSED or _hit(entry, found, stream) is not None:
         return entry
     return moved(entry, status, State.PENDING, reply=None, attempts=None)
 
@@ -170,7 +186,7 @@ def at_send(claims: list[Any], now: datetime) -> list[Any]:
     told, screened = [], []
     for claim in claims:
         before = list(claim.mail.recipients)
-        entries, count = _marked(before, found, Status.SENDING)
+        entries, count = _marked(before, found, Status.SENDING, claim.mail.stream)
         if count and write_recipients(claim.id, Status.SENDING, entries, held_by=claim.worker_id):
             row = SimpleNamespace(**{**claim.mail._mapping, "recipients": entries})
             claim = dataclasses.replace(claim, mail=row)
