@@ -48,6 +48,7 @@ from outbox.core.addresses import Mailbox
 from outbox.core.drafts import Draft
 from outbox.models import WorkerBeat
 from outbox.models.db import db
+from outbox.queue import wakeups
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_latency?charset=utf8mb4"
 GOALS = {"p50": 0.050, "p99": 0.250}  # seconds
@@ -84,6 +85,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--gap", type=float, default=0.5, help="longest pause between, seconds")
     parser.add_argument("--poll", type=float, default=None, help="POLL_INTERVAL (default 20)")
     parser.add_argument("--wake-ups", choices=("on", "off"), default="on")
+    parser.add_argument(
+        "--wake-interval", type=float, default=None, help="WAKE_INTERVAL (default 0.1)"
+    )
     parser.add_argument("--floor", type=int, default=50, help="bare smtplib mails")
     parser.add_argument("--cost-workers", type=int, default=0, help="idle workers to weigh")
     parser.add_argument("--cost-seconds", type=float, default=60.0)
@@ -180,17 +184,33 @@ def cpu_seconds(pids: list[int]) -> float:
     return total / TICK
 
 
+def probe_cost(app, count: int = 5000) -> float:  # type: ignore[no-untyped-def]
+    """The server's CPU seconds for one probe of an idle worker (wakeups.newest_id), from
+    count of them in a row: other users of a shared server weigh little against them."""
+    pids = server_pids(app)
+    with app.app_context():
+        before = cpu_seconds(pids)
+        for _ in range(count):
+            wakeups.newest_id()
+        used = cpu_seconds(pids) - before
+        db.session.remove()
+    return used / count
+
+
 def idle_cost(app, env: dict[str, str], folder: Path, count: int, seconds: float) -> None:  # type: ignore[no-untyped-def]
-    """The server's CPU over seconds while count idle workers wait, wake-ups on and off."""
+    """The server's CPU over seconds while count idle workers wait, wake-ups on and off;
+    on a server others use too, the difference is noise: the probes' own cost after it."""
     for wake_ups in ("on", "off"):
         workers = start_workers(count, {**env, "OUTBOX_WAKE_UPS": wake_ups}, folder)
         try:
             wait_beating(app, count)
             time.sleep(2.0)  # past the first passes
-            pids = server_pids(app)
+            pids, mine = server_pids(app), [w.pid for w in workers]
             before, started = cpu_seconds(pids), time.monotonic()
+            theirs = cpu_seconds(mine)
             time.sleep(seconds)
             used = cpu_seconds(server_pids(app)) - before
+            theirs = cpu_seconds(mine) - theirs
             elapsed = time.monotonic() - started
         finally:
             stop_workers(workers)
@@ -199,7 +219,15 @@ def idle_cost(app, env: dict[str, str], folder: Path, count: int, seconds: float
             db.session.commit()
             db.session.remove()
         print(f"idle cost, {count} workers, wake-ups {wake_ups}: server CPU {used:.2f} s "
-              f"in {elapsed:.0f} s = {100 * used / elapsed:.2f}% of a core")  # fmt: skip
+              f"in {elapsed:.0f} s = {100 * used / elapsed:.2f}% of a core; the workers' own "
+              f"{100 * theirs / elapsed:.2f}%")  # fmt: skip
+    if sa.make_url(env["OUTBOX_DATABASE_URL"]).get_backend_name() != "postgresql":  # it listens
+        interval = float(env.get("OUTBOX_WAKE_INTERVAL", app.config["WAKE_INTERVAL"]))
+        each = probe_cost(app)
+        print(
+            f"one probe: {each * 1e6:.0f} us of server CPU; {count} idle workers probing "
+            f"every {interval:g} s: {100 * each * count / interval:.2f}% of a core"
+        )
 
 
 def main() -> int:
@@ -228,6 +256,8 @@ def main() -> int:
     )  # fmt: skip
     if args.poll is not None:
         env["OUTBOX_POLL_INTERVAL"] = str(args.poll)
+    if args.wake_interval is not None:
+        env["OUTBOX_WAKE_INTERVAL"] = str(args.wake_interval)
     app.config["WAKE_UPS"] = args.wake_ups == "on"
     failed = False
     try:
