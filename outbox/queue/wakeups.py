@@ -9,6 +9,7 @@ sooner: the claims decide who sends what, and the worker's tick still sweeps up
 anything a wake-up missed.
 """
 
+import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Mapping
@@ -16,7 +17,8 @@ from typing import Any
 
 import psycopg
 from flask import current_app
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy.exc import DBAPIError
 
 from outbox.core.status import CLAIMABLE
 from outbox.models import utcnow
@@ -55,11 +57,39 @@ def announce(rows: Iterable[Mapping[str, Any]]) -> None:
         db.session.connection().execute(NOTIFY)
 
 
+NEWEST = select(func.max(MESSAGES.c.id))
+
+
 def newest_id() -> int:
-    """The highest message id stored (0 for none): the probe of an idle worker."""
-    found = db.session.execute(select(func.max(MESSAGES.c.id))).scalar()
+    """The highest message id stored (0 for none), in the session's transaction."""
+    found = db.session.execute(NEWEST).scalar()
     db.session.commit()
     return int(found or 0)
+
+
+class Probe:
+    """An idle worker's question, newest_id on a connection of its own that commits each
+    statement: one statement a probe (no COMMIT, no pool's ROLLBACK), no app context."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.conn: Connection | None = None
+
+    def newest(self) -> int | None:
+        """The highest message id stored (0 for none); None while the database is away."""
+        try:
+            if self.conn is None:
+                self.conn = self.engine.connect()
+            return int(self.conn.execute(NEWEST).scalar() or 0)
+        except DBAPIError:
+            self.close()
+            return None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(DBAPIError):
+                self.conn.close()
+            self.conn = None
 
 
 class Listener:

@@ -25,10 +25,13 @@ class Pickup:
         self.woken = threading.Event()
         self.interval = float(app.config["WAKE_INTERVAL"])
         self.listener: wakeups.Listener | None = None
+        self.probe: wakeups.Probe | None = None
         self.threads: list[threading.Thread] = []
         with app.app_context():
             if db.engine.dialect.name == "postgresql":
                 self.listener = wakeups.Listener(db.engine, self.woken, stop)
+            else:
+                self.probe = wakeups.Probe(db.engine)
 
     def says(self) -> str:
         """How this worker is woken, for its first log line."""
@@ -47,26 +50,17 @@ class Pickup:
 
     def _wait(self) -> None:
         """Run a pass on each wake-up until stop; without a listener, probe for one."""
-        probing = self.listener is None
-        seen = self._newest() if probing else None
+        probe = self.probe
+        seen = probe.newest() if probe is not None else None
         while not self.stop.is_set():
-            if not self.woken.wait(self.interval if probing else 1.0):
-                if not probing or self.busy.locked():
+            if not self.woken.wait(self.interval if probe is not None else 1.0):
+                if probe is None or self.busy.locked():
                     continue  # a pass running now claims what is new anyway
-                newest = self._newest()
+                newest = probe.newest()
                 if newest is None or (seen is not None and newest <= seen):
-                    continue
+                    continue  # nothing new, or the database away: the tick retries
                 seen = newest
             self.woken.clear()
             self.run_pass()
-
-    def _newest(self) -> int | None:
-        """The newest message id, or None while the database cannot be reached."""
-        with self.app.app_context():
-            try:
-                return wakeups.newest_id()
-            except Exception:  # an outage: the tick logs it; keep probing quietly
-                db.session.rollback()
-                return None
-            finally:
-                db.session.remove()
+        if probe is not None:
+            probe.close()
