@@ -185,15 +185,17 @@ def cpu_seconds(pids: list[int]) -> float:
 
 
 def probe_cost(app, count: int = 5000) -> float:  # type: ignore[no-untyped-def]
-    """The server's CPU seconds for one probe of an idle worker (wakeups.newest_id), from
+    """The server's CPU seconds for one probe of an idle worker (wakeups.Probe), from
     count of them in a row: other users of a shared server weigh little against them."""
     pids = server_pids(app)
     with app.app_context():
+        probe = wakeups.Probe(db.engine)
+        probe.newest()  # connected
         before = cpu_seconds(pids)
         for _ in range(count):
-            wakeups.newest_id()
+            probe.newest()
         used = cpu_seconds(pids) - before
-        db.session.remove()
+        probe.close()
     return used / count
 
 
