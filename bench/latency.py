@@ -86,7 +86,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--poll", type=float, default=None, help="POLL_INTERVAL (default 20)")
     parser.add_argument("--wake-ups", choices=("on", "off"), default="on")
     parser.add_argument(
-        "--wake-interval", type=float, default=None, help="WAKE_INTERVAL (default 0.1)"
+        "--wake-interval", type=float, default=None, help="WAKE_INTERVAL (default 0.05)"
     )
     parser.add_argument("--floor", type=int, default=50, help="bare smtplib mails")
     parser.add_argument("--cost-workers", type=int, default=0, help="idle workers to weigh")

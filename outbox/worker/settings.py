@@ -37,7 +37,7 @@ GROUP = Group(
                 description="idle workers start a pass as soon as a message is stored due now: "
                 "told by PostgreSQL (`LISTEN`/`NOTIFY`), else by asking the database for the "
                 "newest message id every `WAKE_INTERVAL`; `false` leaves it to the tick"),
-        Setting("WAKE_INTERVAL", NUMBER, 0.1, unit="seconds",
+        Setting("WAKE_INTERVAL", NUMBER, 0.05, unit="seconds",
                 description="seconds between an idle worker's probes for new messages on "
                 "MariaDB, MySQL and SQLite (one indexed `SELECT MAX(id)` each)"),
         Setting("BATCH_SIZE", INT, 100, unit="messages",
