@@ -3,7 +3,7 @@
 PostgreSQL: the transaction that inserts due rows sends NOTIFY on CHANNEL, which the
 server delivers when (and only if) it commits; each worker keeps a connection that
 LISTENs (Listener). MariaDB/MySQL and SQLite have no such thing: an idle worker asks
-for the newest message id (newest_id, one step down the primary key) every
+for the newest message id (Probe: one step down the primary key) every
 WAKE_INTERVAL and drains when it grew. Either way a wake-up only starts a pass
 sooner: the claims decide who sends what, and the worker's tick still sweeps up
 anything a wake-up missed.
