@@ -95,6 +95,7 @@ class MessageDetail(Message):
 
     attachments: list[AttachmentInfo] = field(default_factory=list)
     attempt_log: list[AttemptInfo] = field(default_factory=list)
+    queued_to_sent_ms: int | None = None  # from storing it to the SMTP server's 250
 
     @classmethod
     def from_json(cls, found: dict[str, Any]) -> "MessageDetail":

@@ -11,6 +11,7 @@ from sqlalchemy import Select, Text, cast, func, or_, select
 from sqlalchemy.orm import load_only
 
 from outbox.core.addresses import Mailbox
+from outbox.core.latency import quantile, queue_to_sent
 from outbox.core.status import CLAIMABLE, Status
 from outbox.core.streams import Stream
 from outbox.models import AttemptHour, Message, utcnow
@@ -246,6 +247,39 @@ def waiting_by_stream(cap: int | None = None) -> dict[str, Count]:
         stream.value: Count(min(value, cap), value > cap)
         for stream, value in zip(Stream, found, strict=True)
     }
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Queue-to-250 of the messages sent lately: the median and the 95th percentile."""
+
+    p50: float | None  # seconds; None when none was sent
+    p95: float | None
+    count: int  # the messages they are of
+    capped: bool  # more were sent: the figures are of the latest `count`
+
+
+# The messages a latency figure is made of at most: the latest sent, so that a busy hour
+# costs a bounded read (an index range on settled_at and as many row lookups).
+LATENCY_SAMPLE = 2_000
+
+
+def latency(since: datetime) -> Latency:
+    """Queue-to-250 of the latest messages sent since then (at most LATENCY_SAMPLE of them).
+
+    Read through ix_messages_settled: a message is settled as its sending is recorded,
+    within RECORD_AFTER of its sent_at.
+    """
+    stmt = (
+        select(Message.created_at, Message.sent_at)
+        .where(Message.settled_at >= since, Message.status == Status.SENT.value)
+        .order_by(Message.settled_at.desc())
+        .limit(LATENCY_SAMPLE + 1)
+    )
+    rows = db.session.execute(stmt).all()
+    capped = len(rows) > LATENCY_SAMPLE
+    waits = [w for r in rows[:LATENCY_SAMPLE] if (w := queue_to_sent(*r)) is not None]
+    return Latency(quantile(waits, 0.5), quantile(waits, 0.95), len(waits), capped)
 
 
 def latest_failures(limit: int = 10) -> list[Message]:

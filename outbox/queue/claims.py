@@ -103,10 +103,11 @@ def claim_batch(
 
 # What a mail is written from (mime.prepare reads these), beside what a claim needs;
 # mailing_id and fields: a mailing's recipient row is rendered from them;
-# raw_size and envelope_from: a mail handed over by SMTP goes as it came.
+# raw_size and envelope_from: a mail handed over by SMTP goes as it came;
+# created_at: the queue-to-250 the metrics observe.
 MAIL_COLUMNS = ("subject", "from_addr", "from_name", "reply_to", "reply_to_name", "recipients",
                 "text_body", "html_body", "headers", "message_id", "attachment_count",
-                "mailing_id", "fields", "raw_size", "envelope_from")  # fmt: skip
+                "mailing_id", "fields", "raw_size", "envelope_from", "created_at")  # fmt: skip
 
 
 def _claim_columns(with_mail: bool) -> list[Any]:

@@ -29,8 +29,14 @@ class Compiled:
 
 
 @functools.lru_cache(maxsize=32)
-def compiled(table: Table, dialect: Dialect, columns: tuple[str, ...]) -> Compiled:
-    """The INSERT of these columns, as SQLAlchemy would send it to this dialect's driver."""
+def compiled(
+    table: Table, dialect: Dialect, columns: tuple[str, ...], notify: str | None = None
+) -> Compiled:
+    """The INSERT of these columns, as SQLAlchemy would send it to this dialect's driver.
+
+    notify (PostgreSQL): the statement also sends pg_notify on that channel, in the same
+    round trip and the same transaction, so that it is heard only once the row is there.
+    """
     # As SQLAlchemy fetches a new primary key: the driver's lastrowid where the dialect
     # reads it (MySQL, MariaDB), else RETURNING.
     returning = not getattr(dialect, "postfetch_lastrowid", False) and dialect.insert_returning
@@ -42,15 +48,22 @@ def compiled(table: Table, dialect: Dialect, columns: tuple[str, ...]) -> Compil
         if process is not None:
             processors.append((name, process))
     positions = tuple(done.positiontup or ()) if done.positional else ()
-    return Compiled(str(done), positions, tuple(processors), returning)
+    sql = str(done)
+    if notify is not None:
+        if not returning:
+            raise ValueError(f"{dialect.name} has no NOTIFY")
+        sql = f"WITH new AS ({sql}) SELECT id, pg_notify('{notify}', '') FROM new"
+    return Compiled(sql, positions, tuple(processors), returning)
 
 
-def insert_row(engine: Engine, table: Table, row: Mapping[str, Any]) -> int:
+def insert_row(
+    engine: Engine, table: Table, row: Mapping[str, Any], notify: str | None = None
+) -> int:
     """INSERT one row on a connection of engine's pool; its new primary key.
 
-    On an autocommit engine the row is committed when this returns.
+    On an autocommit engine the row is committed when this returns. notify: as compiled's.
     """
-    statement = compiled(table, engine.dialect, tuple(row))
+    statement = compiled(table, engine.dialect, tuple(row), notify)
     values = dict(row)
     for name, process in statement.processors:
         values[name] = process(values[name])

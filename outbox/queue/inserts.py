@@ -1,6 +1,7 @@
 """Every INSERT of a message row: one in the session's transaction, one that commits itself
 straight through the driver (the API's hot path, queue.direct), or many at once.
 
+Inserts of rows due now also wake the workers (queue.wakeups) on PostgreSQL.
 The callers build the rows (store.message_row, a mailing's recipients, a submitted mail)
 and screen them first (queue.hooks); these only insert them, in the caller's transaction
 but for insert_alone, and leave the commit to it.
@@ -12,7 +13,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from outbox.models.db import AUTOCOMMIT, db
-from outbox.queue import direct
+from outbox.queue import direct, wakeups
 from outbox.queue.moves import MESSAGES
 
 # Core INSERTs: not the ORM's unit of work (a third less CPU per message), nor
@@ -24,18 +25,22 @@ def insert_row(row: dict[str, Any]) -> int:
     """Insert one row in the session's transaction; its new id."""
     key = db.session.connection().execute(INSERT_MESSAGE, row).inserted_primary_key
     assert key is not None  # a single-row INSERT always has one
+    wakeups.announce([row])
     return int(key[0])
 
 
 def insert_alone(row: dict[str, Any]) -> int:
     """Insert one row in an INSERT that commits itself: one round trip, no COMMIT after it;
     its new id. Only where an autocommit engine is bound (AUTOCOMMIT in db.engines)."""
-    return direct.insert_row(db.engines[AUTOCOMMIT], MESSAGES, row)
+    engine = db.engines[AUTOCOMMIT]
+    wake = wakeups.CHANNEL if wakeups.announcing(engine) and wakeups.any_due([row]) else None
+    return direct.insert_row(engine, MESSAGES, row, notify=wake)
 
 
 def insert_rows(rows: Sequence[dict[str, Any]]) -> None:
     """Insert rows in one statement in the session's transaction, their ids not read."""
     db.session.execute(INSERT_MESSAGE, rows)
+    wakeups.announce(rows)
 
 
 def insert_groups(rows: Sequence[dict[str, Any]], groups: Iterable[range]) -> list[int]:
@@ -56,4 +61,5 @@ def insert_groups(rows: Sequence[dict[str, Any]], groups: Iterable[range]) -> li
                 select(table.c.id, table.c.message_id).where(table.c.message_id.in_(wanted))
             )
         ids.update({message_id: pk for pk, message_id in found})
+    wakeups.announce(rows)
     return [ids[str(row["message_id"])] for row in rows]

@@ -33,6 +33,7 @@ class Finished:
     fault: bool = False
     reply: str | None = None  # the server's words when it took the mail
     route: str | None = None  # the name of the route the attempt went through
+    queued_at: datetime | None = None  # when the message was stored (its created_at)
 
 
 def record(finished: Sequence[Finished], retry: Retry | None = None) -> dict[int, Status]:

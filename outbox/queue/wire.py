@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from outbox import models
 from outbox.core.addresses import Kind
+from outbox.core.latency import in_ms, queue_to_sent
 from outbox.core.recipients import Recipient as Entry
 from outbox.core.recipients import State, by_kind, partly_delivered, state
 from outbox.core.status import CLAIMABLE, Outcome, Status
@@ -104,6 +105,9 @@ class MessageDetail(Message):
 
     attachments: list[AttachmentInfo]
     attempt_log: list[AttemptInfo]
+    # Milliseconds from storing the message to the SMTP server's 250 for it, retries
+    # and any send_after wait included; null until it is sent.
+    queued_to_sent_ms: int | None
 
 
 class Moved(Message):
@@ -184,4 +188,5 @@ def detail_json(
          "route": a.route}
         for a in attempts
     ]  # fmt: skip
+    found["queued_to_sent_ms"] = in_ms(queue_to_sent(message.created_at, message.sent_at))
     return found

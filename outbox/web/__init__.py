@@ -21,6 +21,7 @@ from werkzeug.exceptions import HTTPException
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from outbox.auth import accounts
+from outbox.core import latency
 from outbox.extensions import csrf, login_manager
 from outbox.models import utcnow
 from outbox.ops import probes
@@ -211,4 +212,5 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(when)
     app.add_template_filter(age)
     app.add_template_filter(ago)
+    app.add_template_filter(latency.in_words, "took")
     app.add_template_global(can)

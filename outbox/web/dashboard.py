@@ -29,6 +29,7 @@ from outbox.web.roles import requires
 bp = Blueprint("dashboard", __name__)
 bp.before_request(login_required(lambda: None))
 
+LATENCY_WINDOW = timedelta(hours=1)  # the sent messages whose queue-to-250 a tile shows
 CHART_HEIGHT = 120  # pixels of the tallest bar in the hourly chart
 # The page asks for its live part this often (templates/dashboard.html says it to htmx;
 # static/live.js pauses it while the tab is hidden). It never stops by itself (no 286):
@@ -41,11 +42,13 @@ RESUME_DETAIL = "The workers send the waiting messages from their next tick on."
 
 
 def tiles(now: datetime) -> dict[str, Any]:
-    """What the tiles show: a count per status and when the longest waiting became due."""
+    """What the tiles show: a count per status, when the longest waiting became due, and
+    how long the messages sent in the last hour took from queued to the server's 250."""
     due = reports.oldest_waiting(now)
     age = (now - due) if due else None
+    latency = reports.latency(now - LATENCY_WINDOW)
     return dict(counts=reports.status_counts(), oldest_due=due, oldest_age=age,
-                streams=reports.waiting_by_stream())  # fmt: skip
+                streams=reports.waiting_by_stream(), latency=latency)  # fmt: skip
 
 
 def _warning_id(worker: WorkerBeat) -> str:

@@ -21,6 +21,7 @@ from outbox.auth import audit
 from outbox.capabilities.bounces import inbox
 from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.submission import shown as raw_shown
+from outbox.core.latency import queue_to_sent
 from outbox.core.recipients import partly_delivered
 from outbox.core.status import Status
 from outbox.core.streams import Stream
@@ -115,6 +116,7 @@ def _state(message: Message) -> dict[str, Any]:
                 partly=partly_delivered(message.recipients, message.status),
                 copies=detail.copies(message.id, COPIES_SHOWN),
                 form=ActionForm(), in_flight=message.status in reports.IN_FLIGHT,
+                took=queue_to_sent(message.created_at, message.sent_at),
                 now=utcnow())  # fmt: skip
 
 

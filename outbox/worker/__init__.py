@@ -55,6 +55,10 @@ class Worker(BatchSender):
     started_at: datetime = field(default_factory=utcnow)
     failing: bool = False  # a fault is on the record (heartbeats.fault) and not cleared yet
     paused: bool = False  # the last pass found sending paused (logged once, not every pass)
+    # The last pass ended without an error: it holds no claim (else queue.release_held).
+    tidy: bool = False
+    beaten_at: float = -math.inf  # time.monotonic() of the last heartbeat, and of the last
+    reclaimed_at: float = -math.inf  # taking back of dead workers' claims
     # Its lines carry worker_id as a field of their own (a JSON log's key).
     log: logging.LoggerAdapter = field(init=False, repr=False)  # type: ignore[type-arg]
     lane: threading.local = field(default_factory=threading.local, repr=False)
@@ -73,12 +77,23 @@ class Worker(BatchSender):
         """
         lease = Lease.from_config(current_app.config)
         started = time.monotonic()
-        heartbeats.beat(self.worker_id, self.started_at, 0)
-        released = queue.release_held(self.worker_id)
-        if released:
-            self.log.warning("%s: handed back %d claims an earlier pass left",
-                             self.worker_id, released)  # fmt: skip
-        run = Pass(self, lease, Tally(reclaimed=queue.release_stale(lease.lock_timeout)))
+        # A worker woken for each new message passes many times a tick: what a pass
+        # does first is done when due, so the message is not kept waiting on it.
+        if started - self.beaten_at >= BEAT_EVERY:
+            heartbeats.beat(self.worker_id, self.started_at, 0)
+            self.beaten_at = started
+        if not self.tidy:
+            released = queue.release_held(self.worker_id)
+            if released:
+                self.log.warning("%s: handed back %d claims an earlier pass left",
+                                 self.worker_id, released)  # fmt: skip
+        self.tidy = False  # until this pass ends without an error
+        reclaimed = 0
+        if started - self.reclaimed_at >= min(current_app.config["POLL_INTERVAL"],
+                                              lease.reclaim_every):  # fmt: skip
+            reclaimed = queue.release_stale(lease.lock_timeout)
+            self.reclaimed_at = started
+        run = Pass(self, lease, Tally(reclaimed=reclaimed))
         lanes = routes.table().lanes
         size = current_app.config["BATCH_SIZE"]
         run.batch = min(size, max(MIN_LANE_BATCH, math.ceil(size / lanes)))
@@ -89,6 +104,8 @@ class Worker(BatchSender):
                 self.pools = None
         if run.unbeaten:
             heartbeats.beat(self.worker_id, self.started_at, run.unbeaten)
+            self.beaten_at = time.monotonic()
+        self.tidy = True
         tally = run.tally
         if tally.paused != self.paused:
             self.paused = tally.paused

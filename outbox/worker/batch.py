@@ -231,14 +231,14 @@ class BatchSender:
             if result.outcome is not Outcome.SENT:
                 error = error or ("failed" if result.outcome is Outcome.FAILED else "")
             return queue.Finished(claim, result.outcome, utcnow(), result.code, error,
-                                  fault=result.fault, reply=result.reply,
-                                  route=route.name), moved  # fmt: skip
+                                  fault=result.fault, reply=result.reply, route=route.name,
+                                  queued_at=row.created_at), moved  # fmt: skip
         settled = deliveries.settle(
             entries, result.recipients, claim.attempts + 1, claim.max_attempts, result.error
         )
         return queue.Finished(claim, settled.outcome, utcnow(), settled.code, settled.error,
-                              settled.recipients, reply=result.reply,
-                              route=route.name), moved  # fmt: skip
+                              settled.recipients, reply=result.reply, route=route.name,
+                              queued_at=row.created_at), moved  # fmt: skip
 
     def _record(self, finished: list[queue.Finished], retry: Retry, tally: Tally) -> None:
         """Write the outcomes waiting in finished, then empty it."""

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -18,6 +19,7 @@ from outbox.capabilities.bounces import imap
 from outbox.models.db import db
 from outbox.ops import rollups
 from outbox.worker import Worker
+from outbox.worker.pickup import Pickup
 
 log = logging.getLogger("outbox.worker")
 STOPS = {signal.SIGTERM, signal.SIGINT}
@@ -55,13 +57,13 @@ class OverrunsQuiet(logging.Filter):
 OVERRUNS_QUIET = OverrunsQuiet()
 
 
-def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
-    """Add the drain and the full count per status; the lock returned is held while a pass runs."""
-    logging.getLogger("apscheduler.scheduler").addFilter(OVERRUNS_QUIET)  # once: same filter
-    busy = threading.Lock()
+def drain_pass(app: Flask, worker: Worker, busy: threading.Lock) -> Callable[[], None]:
+    """A whole drain pass, one at a time (busy held while it runs), none after a stop."""
 
     def tick() -> None:
         with busy, app.app_context():
+            if worker.stop.is_set():
+                return
             try:
                 worker.drain()
             except Exception:
@@ -69,6 +71,15 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
                 worker.log.exception("%s: drain pass failed", worker.worker_id)
             finally:
                 db.session.remove()
+
+    return tick
+
+
+def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
+    """Add the drain and the full count per status; the lock returned is held while a pass runs."""
+    logging.getLogger("apscheduler.scheduler").addFilter(OVERRUNS_QUIET)  # once: same filter
+    busy = threading.Lock()
+    tick = drain_pass(app, worker, busy)
 
     def purge() -> None:
         with app.app_context():
@@ -107,11 +118,15 @@ def run(app: Flask) -> None:
     worker = Worker()
     scheduler = BackgroundScheduler(timezone="UTC")
     busy = schedule(scheduler, app, worker)
-    catch_stops()  # before the scheduler starts its threads
-    worker.log.info("%s: polling every %gs", worker.worker_id, app.config["POLL_INTERVAL"])
+    pickup = Pickup(app, drain_pass(app, worker, busy), busy, worker.stop)
+    catch_stops()  # before the scheduler and the pickup start their threads
+    worker.log.info("%s: polling every %gs%s", worker.worker_id, app.config["POLL_INTERVAL"],
+                    pickup.says() if app.config["WAKE_UPS"] else ", wake-ups off")  # fmt: skip
     webhooks.warn_unsafe(app.config)
     routes.warn_unsafe(app)  # each route of OUTBOX_ROUTES, else the OUTBOX_MAIL_* server
     scheduler.start()
+    if app.config["WAKE_UPS"]:
+        pickup.start()
     signum = signal.sigwait(STOPS)
     worker.log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
     worker.stop.set()

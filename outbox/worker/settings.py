@@ -1,9 +1,9 @@
-"""The worker's settings: its ticks and claims, how outcomes are recorded, retries."""
+"""The worker's settings: its ticks, wake-ups and claims, how outcomes are recorded, retries."""
 
 from collections.abc import Mapping
 from typing import Any
 
-from outbox.core.config_schema import INT, NUMBER, Group, Setting
+from outbox.core.config_schema import BOOL, INT, NUMBER, Group, Setting
 from outbox.core.status import shortest_lock_timeout
 
 
@@ -18,6 +18,8 @@ def check(config: Mapping[str, Any]) -> None:
         raise ValueError("BATCH_SIZE, MAX_ATTEMPTS and RECORD_EVERY must be at least 1")
     if config["RECORD_AFTER"] <= 0:
         raise ValueError("RECORD_AFTER must be above 0")
+    if config["WAKE_INTERVAL"] <= 0:
+        raise ValueError("WAKE_INTERVAL must be above 0")
     if config["RETRY_BACKOFF"] < 1:
         raise ValueError("RETRY_BACKOFF must be 1 or more")
 
@@ -29,7 +31,15 @@ GROUP = Group(
     "is tried again.",
     (
         Setting("POLL_INTERVAL", NUMBER, 20.0, unit="seconds",
-                description="seconds between worker ticks; each tick drains every due message"),
+                description="seconds between worker ticks; each tick drains every due message "
+                "(retries, scheduled mail, claims of dead workers, anything a wake-up missed)"),
+        Setting("WAKE_UPS", BOOL, True,
+                description="idle workers start a pass as soon as a message is stored due now: "
+                "told by PostgreSQL (`LISTEN`/`NOTIFY`), else by asking the database for the "
+                "newest message id every `WAKE_INTERVAL`; `false` leaves it to the tick"),
+        Setting("WAKE_INTERVAL", NUMBER, 0.05, unit="seconds",
+                description="seconds between an idle worker's probes for new messages on "
+                "MariaDB, MySQL and SQLite (one indexed `SELECT MAX(id)` each)"),
         Setting("BATCH_SIZE", INT, 100, unit="messages",
                 description="messages a worker claims at a time; with several connections, each "
                 "sending thread claims its share (at least 20)"),

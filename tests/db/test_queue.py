@@ -286,8 +286,10 @@ def test_a_message_without_attachments_is_one_statement_that_commits_itself(
         for engine in engines:
             sa.event.remove(engine, "before_cursor_execute", executed)
     assert created
-    # On a database server the INSERT commits itself: one round trip, nothing after it.
-    assert calls == ["INSERT"] if db_kind != "sqlite" else calls[:1] == ["INSERT"], calls
+    # On a database server the INSERT commits itself: one round trip, nothing after it
+    # (on PostgreSQL the statement also wakes the workers: WITH new AS (INSERT ...) ...).
+    one = ["WITH"] if db_kind == "postgres" else ["INSERT"]
+    assert calls == one if db_kind != "sqlite" else calls[:1] == ["INSERT"], calls
     db.session.rollback()  # nothing of the request's session can take it back
     assert fresh(message.id).message_id == message.message_id
 

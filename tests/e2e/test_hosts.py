@@ -8,7 +8,8 @@ workers' ids differ only by pid and random part; the relay and the SMTP server s
 each namespace's own address, which tells which host did what.
 
 Short run: 600 messages, 3 hosts with one worker each. OUTBOX_SOAK=1: 20,000
-messages, 3 hosts with two workers each.
+messages, 3 hosts with two workers each. And immediate pickup across hosts: idle
+workers with a tick far off send each message stored on this host, once.
 """
 
 import contextlib
@@ -29,11 +30,13 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from outbox import queue
 from outbox.core.recipients import decode
 from outbox.core.status import Status
 from outbox.models import Attempt, Message, WorkerBeat, utcnow
 from outbox.models.db import db
-from tests.support.processes import end, start
+from tests.support.app import draft
+from tests.support.processes import START_TIMEOUT, end, start
 from tests.support.rows import statuses
 from tests.support.smtpd import Recorder, RecordingController
 from tests.support.workers import wait_until, worker_env
@@ -322,6 +325,53 @@ def test_workers_on_several_hosts_send_every_message_exactly_once(
     assert set(per_host) == set(network.hosts), per_host
     assert {by_address[ip]: n for ip, n in recorder.peers.items()} == per_host
     assert set(relay.peers) == set(by_address), relay.peers
+
+
+def test_idle_workers_on_other_hosts_pick_up_a_message_at_once_and_once(
+    app, network: Network, tmp_path: Path
+) -> None:
+    relay_target = sa.engine.make_url(app.config["DATABASE_URL"])
+    with (
+        Relay(network.gateway, (relay_target.host, relay_target.port or 3306)) as relay,
+        smtp_server(network.gateway) as (recorder, smtp_port),
+    ):
+        url = relay_target.set(host=network.gateway, port=relay.port)
+        smtp = types.SimpleNamespace(port=smtp_port)
+        # A tick far past any wait here: a mail that comes came because a worker was woken.
+        env = worker_env(app, smtp, tmp_path, POLL_INTERVAL=900)
+        env.update(
+            OUTBOX_DATABASE_URL=url.render_as_string(hide_password=False),
+            OUTBOX_MAIL_SERVER=network.gateway,
+            OUTBOX_SECRET_KEY="test",
+        )
+        processes = []
+        try:
+            for name in network.hosts:
+                command = ["ip", "netns", "exec", name, sys.executable, "-m", "outbox", "worker"]
+                with open(tmp_path / f"{name}.log", "wb") as log:
+                    processes.append(start(command, env=env, stdout=log, stderr=log))
+
+            def all_beating() -> bool:
+                assert all(p.poll() is None for p in processes), "a worker exited early"
+                found = db.session.execute(sa.select(sa.func.count(WorkerBeat.worker_id)))
+                beating = found.scalar()
+                db.session.commit()
+                return beating == len(processes)
+
+            # A message stored while a first pass runs is sent by it or the pass after.
+            wait_until(all_beating, timeout=START_TIMEOUT)
+            wanted: list[str] = []
+            for n in range(5):
+                mail = draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text=f"{n}")
+                wanted.append(queue.enqueue(mail, source="test", max_attempts=3)[0].message_id)
+                wait_until(lambda: set(wanted) <= set(recorder.message_ids()), timeout=120)
+        finally:
+            codes = stop_all(processes)
+        assert codes == [0] * len(processes), [
+            p.read_text()[-3000:] for p in tmp_path.glob("*.log")
+        ]
+    assert Counter(recorder.message_ids()) == dict.fromkeys(wanted, 1)
+    assert set(recorder.peers) <= set(network.hosts.values()), recorder.peers
 
 
 def _pid(worker_id: str) -> int:

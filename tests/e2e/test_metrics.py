@@ -200,6 +200,9 @@ def test_a_drain_through_gunicorn_and_two_workers_is_counted_in_full(smtp_app, s
     assert value(found, "outbox_smtp_replies_total", code_class="2xx") == count
     assert value(found, "outbox_send_seconds_count") == count
     assert value(found, "outbox_queue_delay_seconds_count") == count
+    assert value(found, "outbox_queued_to_sent_seconds_count", stream="transactional") == count
+    assert value(found, "outbox_queued_to_sent_seconds_bucket", stream="transactional",
+                 le="3600.0") == count  # fmt: skip
     assert value(found, "outbox_send_seconds_bucket", le="+Inf") == count
     assert value(found, "outbox_messages", status="sent") == count
     assert value(found, "outbox_messages", status="queued") == 0

@@ -27,6 +27,7 @@ LONGEST = [
     "tests/e2e/test_mailings.py",
     "tests/e2e/test_webhook_worker.py",
     "tests/e2e/test_hosts.py",
+    "tests/e2e/test_pickup.py",
     "tests/e2e/test_browser_pages.py",
     "tests/e2e/test_browser.py",
     "tests/e2e/test_servers.py",

@@ -70,6 +70,7 @@ EXAMPLES: dict[str, Any] = {
                 "route": None,
             }
         ],
+        "queued_to_sent_ms": 2000,
     },  # fmt: skip
     "Moved": {
         **_MESSAGE,

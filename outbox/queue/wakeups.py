@@ -1,0 +1,134 @@
+"""Wake-ups for idle workers: a message stored due now is announced, not left for the tick.
+
+PostgreSQL: the transaction that inserts due rows sends NOTIFY on CHANNEL, which the
+server delivers when (and only if) it commits; each worker keeps a connection that
+LISTENs (Listener). MariaDB/MySQL and SQLite have no such thing: an idle worker asks
+for the newest message id (Probe: one step down the primary key) every
+WAKE_INTERVAL and drains when it grew. Either way a wake-up only starts a pass
+sooner: the claims decide who sends what, and the worker's tick still sweeps up
+anything a wake-up missed.
+"""
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import psycopg
+from flask import current_app
+from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy.exc import DBAPIError
+
+from outbox.core.status import CLAIMABLE
+from outbox.models import utcnow
+from outbox.models.db import db
+from outbox.queue.moves import MESSAGES
+
+log = logging.getLogger("outbox.worker")
+
+CHANNEL = "outbox_due"
+NOTIFY = text(f"NOTIFY {CHANNEL}")
+CLAIMABLE_VALUES = frozenset(s.value for s in CLAIMABLE)
+# Seconds between tries to listen again after the connection was lost, at most.
+RELISTEN_MAX = 10.0
+
+
+def announcing(engine: Engine) -> bool:
+    """Whether inserts on engine's database send NOTIFY (PostgreSQL, wake-ups on)."""
+    return engine.dialect.name == "postgresql" and bool(current_app.config["WAKE_UPS"])
+
+
+def any_due(rows: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether a worker could claim any of these new rows now."""
+    now = utcnow()
+    return any(
+        row.get("status") in CLAIMABLE_VALUES and row.get("next_attempt_at", now) <= now
+        for row in rows
+    )
+
+
+def announce(rows: Iterable[Mapping[str, Any]]) -> None:
+    """NOTIFY in the session's transaction, if any of the rows is due now (PostgreSQL).
+
+    One per transaction is enough, and the server folds repeats of it: called per INSERT.
+    """
+    if announcing(db.engine) and any_due(rows):
+        db.session.connection().execute(NOTIFY)
+
+
+NEWEST = select(func.max(MESSAGES.c.id))
+
+
+def newest_id() -> int:
+    """The highest message id stored (0 for none), in the session's transaction."""
+    found = db.session.execute(NEWEST).scalar()
+    db.session.commit()
+    return int(found or 0)
+
+
+class Probe:
+    """An idle worker's question, newest_id on a connection of its own that commits each
+    statement: one statement a probe (no COMMIT, no pool's ROLLBACK), no app context."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.conn: Connection | None = None
+
+    def newest(self) -> int | None:
+        """The highest message id stored (0 for none); None while the database is away."""
+        try:
+            if self.conn is None:
+                self.conn = self.engine.connect()
+            return int(self.conn.execute(NEWEST).scalar() or 0)
+        except DBAPIError:
+            self.close()
+            return None
+
+    def close(self) -> None:
+        if self.conn is not None:
+            with contextlib.suppress(DBAPIError):
+                self.conn.close()
+            self.conn = None
+
+
+class Listener:
+    """A connection of its own that LISTENs on CHANNEL and sets woken on each NOTIFY.
+
+    After the connection is lost it connects again (waiting up to RELISTEN_MAX between
+    tries) and sets woken once listening again: whatever was stored meanwhile was not
+    announced to it.
+    """
+
+    def __init__(self, engine: Engine, woken: threading.Event, stop: threading.Event) -> None:
+        self.woken, self.stop = woken, stop
+        args, kwargs = engine.dialect.create_connect_args(engine.url)
+        self.connect_args: tuple[list[Any], dict[str, Any]] = (list(args), dict(kwargs))
+        self.listening = threading.Event()  # set while LISTEN is in place
+
+    def run(self) -> None:
+        """Listen until stop is set."""
+        wait = 0.5
+        while not self.stop.is_set():
+            try:
+                self._listen()
+                wait = 0.5
+            except psycopg.Error as exc:
+                self.listening.clear()
+                log.warning("wake-ups: listening on %s failed, again in %gs: %s",
+                            CHANNEL, wait, exc)  # fmt: skip
+                self.stop.wait(wait)
+                wait = min(wait * 2, RELISTEN_MAX)
+
+    def _listen(self) -> None:
+        args, kwargs = self.connect_args
+        # Keepalives: a peer that vanished without a word is noticed within a minute.
+        kwargs = {"keepalives": 1, "keepalives_idle": 30, "keepalives_interval": 10,
+                  "keepalives_count": 3, **kwargs}  # fmt: skip
+        with psycopg.connect(*args, **kwargs, autocommit=True) as conn:
+            conn.execute(f"LISTEN {CHANNEL}")
+            self.listening.set()
+            self.woken.set()
+            while not self.stop.is_set():
+                for _ in conn.notifies(timeout=1.0, stop_after=1):
+                    self.woken.set()

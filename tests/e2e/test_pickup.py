@@ -1,0 +1,111 @@
+"""Immediate pickup: an idle `outbox worker` sends a message stored due now at once, not at
+its next tick; with wake-ups lost or turned off, the tick still sends every message."""
+
+import subprocess
+from collections import Counter
+
+import pytest
+import sqlalchemy as sa
+
+from outbox import queue
+from outbox.models import WorkerBeat
+from outbox.models.db import db
+from tests.support import processes
+from tests.support.app import draft
+from tests.support.workers import OUTBOX, wait_until, worker_env
+
+# Far past how long any wait here may take on a loaded machine: a mail that comes
+# before the worker's second tick came because it was woken.
+LONG_POLL = 900
+ARRIVAL = 120.0  # seconds: a guard against a hang, not a measure of speed
+
+
+def store(n: int) -> str:
+    """One message, as the API stores it; its Message-ID."""
+    message, _ = queue.enqueue(
+        draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text=f"{n}"),
+        source="test",
+        max_attempts=3,
+    )
+    return str(message.message_id)
+
+
+def store_batch(first: int, count: int) -> list[str]:
+    """count messages in one request's batch; their Message-IDs."""
+    drafts = [draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text=f"{n}")
+              for n in range(first, first + count)]  # fmt: skip
+    queued, _ = queue.enqueue_batch(drafts, source="test", max_attempts=3)
+    return [q.message_id for q in queued]
+
+
+def beating() -> int:
+    """Workers that have started a pass (each beats as its first pass begins)."""
+    found = db.session.execute(sa.select(sa.func.count(WorkerBeat.worker_id))).scalar()
+    db.session.commit()
+    return int(found or 0)
+
+
+def arrived(smtp, wanted: list[str]) -> bool:  # type: ignore[no-untyped-def]
+    return set(wanted) <= set(smtp.recorder.message_ids())
+
+
+def listeners() -> set[int]:
+    """The server pids of the connections listening for wake-ups (PostgreSQL)."""
+    stmt = sa.text(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND query LIKE 'LISTEN %'"
+    )
+    found = set(db.session.execute(stmt).scalars())
+    db.session.commit()
+    return found
+
+
+@pytest.mark.all_databases
+def test_a_message_stored_for_an_idle_worker_is_sent_at_once(smtp_app, smtp, tmp_path):
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=LONG_POLL)
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE) as worker:
+        wait_until(lambda: beating() == 1, timeout=processes.START_TIMEOUT)
+        first = [store(0)]  # may come while the first pass runs: sent by it or the next
+        wait_until(lambda: arrived(smtp, first), timeout=ARRIVAL)
+        wanted = [*first]
+        for n in range(1, 4):  # the worker is idle now: each one wakes it
+            wanted.append(store(n))
+            wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        wanted += store_batch(10, 5)  # a batch: one wake-up for all of it
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+    received = Counter(smtp.recorder.message_ids())
+    assert sorted(received) == sorted(wanted) and max(received.values()) == 1
+
+
+@pytest.mark.all_databases
+@pytest.mark.parametrize("worker_wakes", [True, False], ids=["wake-ups-lost", "wake-ups-off"])
+def test_without_wake_ups_the_tick_still_sends_every_message(
+    smtp_app, smtp, tmp_path, worker_wakes
+):
+    smtp_app.config["WAKE_UPS"] = False  # stores without NOTIFY: any wake-up is lost
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=0.5,
+                     WAKE_UPS=str(worker_wakes).lower(), WAKE_INTERVAL=3600)  # fmt: skip
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE) as worker:
+        wait_until(lambda: beating() == 1, timeout=processes.START_TIMEOUT)
+        wanted = [store(n) for n in range(5)] + store_batch(10, 5)
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+    received = Counter(smtp.recorder.message_ids())
+    assert sorted(received) == sorted(wanted) and max(received.values()) == 1
+
+
+@pytest.mark.parametrize("db_kind", [pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_worker_whose_listening_connection_was_cut_listens_again(smtp_app, smtp, tmp_path):
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=LONG_POLL)
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE) as worker:
+        wait_until(lambda: beating() == 1 and listeners(), timeout=processes.START_TIMEOUT)
+        cut = listeners()
+        for pid in cut:
+            db.session.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+        db.session.commit()
+        wait_until(lambda: listeners() and not listeners() & cut, timeout=ARRIVAL)
+        wanted = [store(0)]
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+    assert Counter(smtp.recorder.message_ids()) == {wanted[0]: 1}
