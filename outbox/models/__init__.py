@@ -19,7 +19,7 @@ from outbox.models.bounces import BounceMail
 from outbox.models.db import Base
 from outbox.models.dkim import DkimKey as DkimKey
 from outbox.models.mailings import Mailing, MailingAttachment, MailingAttachmentChunk
-from outbox.models.ops import AttemptHour, Pause, RetentionRun, StatusCount, WorkerBeat
+from outbox.models.ops import AttemptHour, Pause, RetentionRun, StatusCount, Wake, WorkerBeat
 from outbox.models.routes import ROUTE_CHARS, RouteHealth
 from outbox.models.staff import ApiToken, AuditEvent, SignInFailure, User
 from outbox.models.suppression import Suppression
@@ -243,6 +243,7 @@ __all__ = [
     "Throttle",
     "Timestamp",
     "User",
+    "Wake",
     "WebhookDelivery",
     "WebhookEndpoint",
     "WorkerBeat",

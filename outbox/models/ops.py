@@ -1,4 +1,5 @@
-"""The workers' bookkeeping: heartbeats, counts for the dashboard, the daily purge, the pause."""
+"""The workers' bookkeeping: heartbeats, counts for the dashboard, the daily purge, the pause,
+the wake-ups of staff moves."""
 
 from datetime import datetime
 
@@ -69,3 +70,13 @@ class Pause(Base):
     paused_at: Mapped[datetime] = mapped_column(Timestamp)
     paused_by: Mapped[str] = mapped_column(String(255))  # staff email, or "cli (<OS user>)"
     reason: Mapped[str | None] = mapped_column(Text)
+
+
+class Wake(Base):
+    """How many staff moves have made messages due now (queue.wakeups.wake), in one row:
+    idle workers that probe watch it beside the newest message id."""
+
+    __tablename__ = "wakes"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    moves: Mapped[int] = mapped_column(BigInteger, default=0)

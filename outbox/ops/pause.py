@@ -15,6 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from outbox.models import Pause, utcnow
 from outbox.models.db import db
+from outbox.queue import wakeups
 
 ROW = 1  # the pause's one row
 REASON_CHARS = 500  # a reason is cut to this many characters
@@ -57,12 +58,15 @@ def pause(
 
 
 def resume() -> Pause | None:
-    """Resume sending; the pause that was lifted, or None if sending was not paused."""
+    """Resume sending, waking idle workers; the pause that was lifted, or None if sending was
+    not paused."""
     found = current()
     if found is None:
         return None
     db.session.expunge(found)
     lifted = db.session.execute(delete(Pause).where(Pause.id == ROW)).rowcount  # type: ignore[attr-defined]
+    if lifted:
+        wakeups.wake()
     db.session.commit()
     return found if lifted else None
 

@@ -10,7 +10,7 @@ from outbox.core.status import Status, sources
 from outbox.core.streams import Stream
 from outbox.models import Message, utcnow
 from outbox.models.db import db
-from outbox.queue import hooks, kinds
+from outbox.queue import hooks, kinds, wakeups
 from outbox.queue.attachments import read_attachments
 from outbox.queue.moves import MESSAGES, MoveRefused, changed, due_again, guarded, move_one
 from outbox.queue.store import enqueue
@@ -33,7 +33,11 @@ def resend(message_id: int, allowance: int, now: datetime | None = None) -> None
     if hooks.requeue([message_id]):
         db.session.commit()
         raise MoveRefused(f"every recipient of message {message_id} is on the suppression list")
-    if not move_one(message_id, (Status.FAILED, Status.CANCELLED), Status.QUEUED, **again):
+    stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED,
+                   MESSAGES.c.id == message_id, **again)  # fmt: skip
+    moved = _woken(changed(stmt))
+    db.session.commit()
+    if not moved:
         raise MoveRefused(f"message {message_id} is not failed or cancelled")
 
 
@@ -41,7 +45,7 @@ def send_now(message_id: int, now: datetime | None = None) -> None:
     """Make a deferred message due at once instead of at its next attempt time."""
     stmt = guarded(Status.DEFERRED, None, MESSAGES.c.id == message_id,
                    next_attempt_at=now or utcnow())  # fmt: skip
-    moved = changed(stmt) == 1
+    moved = _woken(changed(stmt))
     db.session.commit()
     if not moved:
         raise MoveRefused(f"message {message_id} is not deferred")
@@ -53,7 +57,7 @@ def resend_all_failed(allowance: int, now: datetime | None = None) -> int:
     stmt = guarded(Status.FAILED, Status.QUEUED, MESSAGES.c.id.not_in(nobody),
                    next_attempt_at=due_again(now or utcnow()),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
-    count = changed(stmt)
+    count = _woken(changed(stmt))
     db.session.commit()
     return count
 
@@ -110,6 +114,13 @@ def cancel_many(message_ids: Collection[int]) -> Moved:
     return Moved(done, len(ids) - done)
 
 
+def _woken(moved: int) -> int:
+    """Wake idle workers if any message was moved (queue.wakeups.wake); how many moved."""
+    if moved:
+        wakeups.wake()
+    return moved
+
+
 def resend_many(message_ids: Collection[int], allowance: int, now: datetime | None = None) -> Moved:
     """Queue those of the chosen messages that are failed or cancelled again; commit."""
     ids = set(message_ids)
@@ -117,6 +128,6 @@ def resend_many(message_ids: Collection[int], allowance: int, now: datetime | No
     stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED,
                    MESSAGES.c.id.in_(ids - nobody), next_attempt_at=now or utcnow(),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
-    done = changed(stmt)
+    done = _woken(changed(stmt))
     db.session.commit()
     return Moved(done, len(ids) - done)

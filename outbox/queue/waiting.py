@@ -15,6 +15,7 @@ from sqlalchemy import ColumnElement, and_, func, select
 from outbox.core.status import CLAIMABLE, Status
 from outbox.models import utcnow
 from outbox.models.db import db
+from outbox.queue import wakeups
 from outbox.queue.moves import MESSAGES, changed, due_again, guarded
 
 # A paused mailing's waiting rows are due at this time, out of every claim's reach, and due
@@ -54,7 +55,8 @@ def pause_mailing(mailing_id: int) -> int:
 
 
 def resume_mailing(mailing_id: int, now: datetime | None = None) -> int:
-    """Make the mailing's paused rows due again: now, or at the send_after still ahead.
+    """Make the mailing's paused rows due again: now, or at the send_after still ahead;
+    idle workers are woken.
 
     A deferred row's retry time is not kept: it is tried at once.
     """
@@ -62,7 +64,10 @@ def resume_mailing(mailing_id: int, now: datetime | None = None) -> int:
 
     def move(ids: list[int]) -> int:
         paused = c.next_attempt_at == PAUSED_UNTIL
-        return changed(guarded(CLAIMABLE, None, c.id.in_(ids), paused, next_attempt_at=due))
+        moved = changed(guarded(CLAIMABLE, None, c.id.in_(ids), paused, next_attempt_at=due))
+        if moved:
+            wakeups.wake()  # each chunk as it commits: workers start on the first
+        return moved
 
     return _in_chunks(mailing_id, _waiting(c.next_attempt_at == PAUSED_UNTIL), move)
 

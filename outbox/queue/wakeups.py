@@ -1,29 +1,31 @@
-"""Wake-ups for idle workers: a message stored due now is announced, not left for the tick.
+"""Wake-ups for idle workers: a message stored or moved due now is announced, not left for
+the tick.
 
-PostgreSQL: the transaction that inserts due rows sends NOTIFY on CHANNEL, which the
-server delivers when (and only if) it commits; each worker keeps a connection that
-LISTENs (Listener). MariaDB/MySQL and SQLite have no such thing: an idle worker asks
-for the newest message id (Probe: one step down the primary key) every
-WAKE_INTERVAL and drains when it grew. Either way a wake-up only starts a pass
-sooner: the claims decide who sends what, and the worker's tick still sweeps up
-anything a wake-up missed.
+PostgreSQL: the transaction that inserts due rows, or that a staff move makes due
+(wake: send now, resend, a mailing's resume), sends NOTIFY on CHANNEL, which the server
+delivers when (and only if) it commits; each worker keeps a connection that LISTENs
+(Listener). MariaDB/MySQL and SQLite have no such thing: an idle worker asks for the
+newest message id and the count of staff moves in the one-row wakes table (Probe: one
+step down the primary key and one row read by its key) every WAKE_INTERVAL and drains
+when either grew. Either way a wake-up only starts a pass sooner: the claims decide who
+sends what, and the worker's tick still sweeps up anything a wake-up missed.
 """
 
 import contextlib
 import logging
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 import psycopg
 from flask import current_app
-from sqlalchemy import Connection, Engine, func, select, text
+from sqlalchemy import Connection, Engine, Table, func, insert, select, text, update
 from sqlalchemy.exc import DBAPIError
 
 from outbox.core.status import CLAIMABLE
-from outbox.models import utcnow
+from outbox.models import Wake, utcnow
 from outbox.models.db import db
-from outbox.queue.moves import MESSAGES
+from outbox.queue.moves import MESSAGES, changed
 
 log = logging.getLogger("outbox.worker")
 
@@ -57,7 +59,43 @@ def announce(rows: Iterable[Mapping[str, Any]]) -> None:
         db.session.connection().execute(NOTIFY)
 
 
+WAKES = cast(Table, Wake.__table__)
+# The one row of wakes; a database emptied of it (a test's) gets it again at the next move.
+WAKE_ROW = 1
+
+
+def wake() -> None:
+    """Tell idle workers, in the session's transaction, that a staff move made messages due.
+
+    PostgreSQL: NOTIFY. Elsewhere: the count in wakes goes up by one, which the probe
+    sees. Called last before the commit: the row's lock is then held only for the commit,
+    and always after the messages' (no deadlock between two moves).
+    """
+    if not current_app.config["WAKE_UPS"]:
+        return
+    if db.engine.dialect.name == "postgresql":
+        db.session.connection().execute(NOTIFY)
+        return
+    bump = update(WAKES).where(WAKES.c.id == WAKE_ROW).values(moves=WAKES.c.moves + 1)
+    if not changed(bump):
+        db.session.execute(insert(WAKES).values(id=WAKE_ROW, moves=1))
+
+
+class Mark(NamedTuple):
+    """What an idle worker that probes watches: a new message, or a new staff move."""
+
+    newest_id: int
+    moves: int
+
+    def grew(self, seen: "Mark") -> bool:
+        return self.newest_id > seen.newest_id or self.moves > seen.moves
+
+
 NEWEST = select(func.max(MESSAGES.c.id))
+MARK = select(
+    NEWEST.scalar_subquery(),
+    select(WAKES.c.moves).where(WAKES.c.id == WAKE_ROW).scalar_subquery(),
+)
 
 
 def newest_id() -> int:
@@ -68,19 +106,20 @@ def newest_id() -> int:
 
 
 class Probe:
-    """An idle worker's question, newest_id on a connection of its own that commits each
+    """An idle worker's question, the Mark, on a connection of its own that commits each
     statement: one statement a probe (no COMMIT, no pool's ROLLBACK), no app context."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine.execution_options(isolation_level="AUTOCOMMIT")
         self.conn: Connection | None = None
 
-    def newest(self) -> int | None:
-        """The highest message id stored (0 for none); None while the database is away."""
+    def newest(self) -> Mark | None:
+        """The newest message id and the staff moves so far; None while the database is away."""
         try:
             if self.conn is None:
                 self.conn = self.engine.connect()
-            return int(self.conn.execute(NEWEST).scalar() or 0)
+            found = self.conn.execute(MARK).one()
+            return Mark(int(found[0] or 0), int(found[1] or 0))
         except DBAPIError:
             self.close()
             return None

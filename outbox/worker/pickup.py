@@ -57,7 +57,7 @@ class Pickup:
                 if probe is None or self.busy.locked():
                     continue  # a pass running now claims what is new anyway
                 newest = probe.newest()
-                if newest is None or (seen is not None and newest <= seen):
+                if newest is None or (seen is not None and not newest.grew(seen)):
                     continue  # nothing new, or the database away: the tick retries
                 seen = newest
             self.woken.clear()

@@ -1,0 +1,28 @@
+"""wakes: how many staff moves made messages due now, watched by idle workers that probe
+
+Revision ID: 0025
+Revises: 0024
+
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+# revision identifiers, used by Alembic.
+revision = "0025"
+down_revision = "0024"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    wakes = op.create_table(
+        "wakes",
+        sa.Column("id", sa.Integer(), primary_key=True, autoincrement=False),
+        sa.Column("moves", sa.BigInteger(), nullable=False),
+    )
+    op.bulk_insert(wakes, [{"id": 1, "moves": 0}])
+
+
+def downgrade() -> None:
+    op.drop_table("wakes")
