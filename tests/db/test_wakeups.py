@@ -126,7 +126,8 @@ def waiting_in(status: Status) -> int:
     """A message in status, not due for a day, put there behind the queue's back (no wake-up)."""
     message, _ = queue.enqueue(draft(1, send_after=utcnow() + LATER), source="test",
                                max_attempts=3)  # fmt: skip
-    write_row(message.id, Status.QUEUED, status=status.value, next_attempt_at=utcnow() + LATER)
+    write_row(message.id, Status.QUEUED, status=status.value, send_after=None,
+              next_attempt_at=utcnow() + LATER)  # fmt: skip
     return message.id
 
 

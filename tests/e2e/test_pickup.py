@@ -1,17 +1,21 @@
-"""Immediate pickup: an idle `outbox worker` sends a message stored due now at once, not at
-its next tick; with wake-ups lost or turned off, the tick still sends every message."""
+"""Immediate pickup: an idle `outbox worker` sends a message stored due now, or made due by
+staff, at once, not at its next tick; with wake-ups lost or turned off, the tick still sends
+every message."""
 
 import subprocess
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 import sqlalchemy as sa
 
 from outbox import queue
-from outbox.models import WorkerBeat
+from outbox.core.status import Status
+from outbox.models import WorkerBeat, utcnow
 from outbox.models.db import db
 from tests.support import processes
 from tests.support.app import draft
+from tests.support.rows import store as write_row
 from tests.support.workers import OUTBOX, wait_until, worker_env
 
 # Far past how long any wait here may take on a loaded machine: a mail that comes
@@ -28,6 +32,21 @@ def store(n: int) -> str:
         max_attempts=3,
     )
     return str(message.message_id)
+
+
+def waiting_in(status: Status, n: int) -> tuple[int, str]:
+    """A message in status, not due for a day, put there behind the queue's back (no
+    wake-up); its id and Message-ID."""
+    later = utcnow() + timedelta(days=1)
+    message, _ = queue.enqueue(
+        draft(from_addr="outbox@example.com", to=["rcpt@example.com"], text=f"{n}",
+              send_after=later),
+        source="test",
+        max_attempts=3,
+    )  # fmt: skip
+    write_row(message.id, Status.QUEUED, status=status.value, send_after=None,
+              next_attempt_at=later)  # fmt: skip
+    return message.id, str(message.message_id)
 
 
 def store_batch(first: int, count: int) -> list[str]:
@@ -72,6 +91,26 @@ def test_a_message_stored_for_an_idle_worker_is_sent_at_once(smtp_app, smtp, tmp
             wanted.append(store(n))
             wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
         wanted += store_batch(10, 5)  # a batch: one wake-up for all of it
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+    received = Counter(smtp.recorder.message_ids())
+    assert sorted(received) == sorted(wanted) and max(received.values()) == 1
+
+
+@pytest.mark.all_databases
+def test_messages_staff_make_due_are_sent_at_once_by_an_idle_worker(smtp_app, smtp, tmp_path):
+    deferred, deferred_mid = waiting_in(Status.DEFERRED, 1)
+    failed, failed_mid = waiting_in(Status.FAILED, 2)
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=LONG_POLL)
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE) as worker:
+        wait_until(lambda: beating() == 1, timeout=processes.START_TIMEOUT)
+        wanted = [store(0)]  # sent: the worker is past its first pass, idle and waiting
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        queue.send_now(deferred)  # "Send now": due by an UPDATE, no new row
+        wanted.append(deferred_mid)
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        queue.resend(failed, 3)  # "Resend"
+        wanted.append(failed_mid)
         wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
         assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
     received = Counter(smtp.recorder.message_ids())
