@@ -34,12 +34,14 @@ GROUP = Group(
                 description="seconds between worker ticks; each tick drains every due message "
                 "(retries, scheduled mail, claims of dead workers, anything a wake-up missed)"),
         Setting("WAKE_UPS", BOOL, True,
-                description="idle workers start a pass as soon as a message is stored due now: "
-                "told by PostgreSQL (`LISTEN`/`NOTIFY`), else by asking the database for the "
-                "newest message id every `WAKE_INTERVAL`; `false` leaves it to the tick"),
+                description="idle workers start a pass as soon as a message is stored due now "
+                "or made due by staff (send now, resend, a mailing or sending resumed): told by "
+                "PostgreSQL (`LISTEN`/`NOTIFY`), else by asking the database for the newest "
+                "message id and the count of such moves every `WAKE_INTERVAL`; `false` leaves "
+                "it to the tick"),
         Setting("WAKE_INTERVAL", NUMBER, 0.05, unit="seconds",
                 description="seconds between an idle worker's probes for new messages on "
-                "MariaDB, MySQL and SQLite (one indexed `SELECT MAX(id)` each)"),
+                "MariaDB, MySQL and SQLite (one statement each: `MAX(id)` and one row by its key)"),
         Setting("BATCH_SIZE", INT, 100, unit="messages",
                 description="messages a worker claims at a time; with several connections, each "
                 "sending thread claims its share (at least 20)"),
