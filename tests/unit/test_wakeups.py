@@ -33,3 +33,12 @@ def test_the_direct_insert_notifies_in_the_same_statement_on_postgresql():
 def test_a_database_without_notify_is_refused_one():
     with pytest.raises(ValueError, match="mysql has no NOTIFY"):
         direct.compiled(inserts.MESSAGES, mysql.pymysql.dialect(), ("subject",), "outbox_due")
+
+
+def test_a_probe_wakes_on_a_new_message_or_a_new_staff_move_only():
+    seen = wakeups.Mark(newest_id=10, moves=3)
+    assert wakeups.Mark(11, 3).grew(seen)
+    assert wakeups.Mark(10, 4).grew(seen)
+    assert not wakeups.Mark(10, 3).grew(seen)
+    assert not wakeups.Mark(9, 3).grew(seen)  # the newest message purged: nothing new
+    assert wakeups.Mark(9, 4).grew(seen)
