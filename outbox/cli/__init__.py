@@ -10,6 +10,7 @@ from collections.abc import Callable
 import click
 from flask import Flask
 from flask.cli import FlaskGroup
+from flask.cli import routes_command as url_map_command
 
 from outbox.cli import (
     accounts,
@@ -19,6 +20,7 @@ from outbox.cli import (
     dkim,
     pause,
     retention,
+    routes,
     smtpd,
     suppression,
     tokens,
@@ -44,6 +46,7 @@ OF_THE_APP: tuple[click.Command, ...] = (
     webhooks.webhook_group,
     dkim.dkim_group,
     smtpd.smtpd_command,
+    routes.routes_command,
 )
 WITHOUT_AN_APP: tuple[click.Command, ...] = (demo.command, checkup.command)
 
@@ -56,7 +59,13 @@ def register(app: Flask) -> None:
 
 def group(create_app: Callable[..., Flask]) -> FlaskGroup:
     """The `outbox` command: Flask's commands, the app's and those that need no app."""
-    main = FlaskGroup(create_app=create_app, help="outbox: a database-backed mail outbox.")
+    main = FlaskGroup(create_app=create_app, help="outbox: a database-backed mail outbox.",
+                      add_version_option=False)  # fmt: skip
+    click.version_option(package_name="outbox", message="outbox %(version)s")(main)
+    # `outbox routes` is the SMTP routes (outbox.cli.routes, on the app); Flask's map of
+    # URLs, which FlaskGroup names routes, stays as `outbox urls`.
+    main.commands.pop("routes", None)
+    main.add_command(url_map_command, "urls")
     for command in WITHOUT_AN_APP:
         main.add_command(command)
     return main

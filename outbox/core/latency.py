@@ -34,9 +34,13 @@ def in_words(seconds: float) -> str:
     return f"{hours} h {rest} min" if rest else f"{hours} h"
 
 
+def rank(count: int, q: float) -> int:
+    """Where the q-quantile (0 to 1) of count values sits among them sorted, from 0."""
+    return max(math.ceil(q * count) - 1, 0)
+
+
 def quantile(values: Sequence[float], q: float) -> float | None:
     """The q-quantile (0 to 1) of values by the nearest rank; None for none."""
     if not values:
         return None
-    ordered = sorted(values)
-    return ordered[max(math.ceil(q * len(ordered)) - 1, 0)]
+    return sorted(values)[rank(len(values), q)]

@@ -199,10 +199,15 @@ class Attempt(Base):
     message: Mapped[Message] = relationship(back_populates="attempt_log")
 
 
-# Per-status listing newest first, the oldest waiting message, and capped counts.
+# Per-status listing newest first, and capped counts.
 Index("ix_messages_status_id", Message.status, Message.id)
-# The purge finds old settled rows by a range scan, not by reading every message.
-Index("ix_messages_settled", Message.settled_at)
+# The oldest waiting message: the first due entry of each claimable status.
+Index("ix_messages_due", Message.status, Message.next_attempt_at)
+# The purge finds old settled rows by a range scan, not by reading every message; the
+# dashboard's latency tile reads the messages sent lately from this index alone.
+Index(
+    "ix_messages_settled", Message.settled_at, Message.status, Message.created_at, Message.sent_at
+)
 Index("ix_messages_bodies", Message.bodies_dropped_at, Message.settled_at)
 # Covering for the dashboard's hourly chart: the range and the outcome, no row lookups.
 Index("ix_attempts_finished", Attempt.finished_at, Attempt.outcome)

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 import pytest
 
+from outbox.core import latency
 from outbox.core.status import Status
 from outbox.models import utcnow
 from outbox.ops import reports
@@ -40,3 +41,16 @@ def test_a_busy_hour_is_read_up_to_the_cap_latest_first(app, make_message, monke
         sent(make_message, took, ago=timedelta(minutes=10 - n))
     found = reports.latency(utcnow() - timedelta(hours=1))
     assert (found.count, found.capped, found.p50, found.p95) == (3, True, 0.5, 0.5)
+
+
+def test_the_database_picks_the_nearest_ranks_that_the_quantiles_name(app, make_message):
+    """The ranks are found by sorting in SQL: the same figures as core.latency.quantile."""
+    took = [(n * 7919 % 97) / 8 + n / 1000 for n in range(1, 38)]  # 37 distinct, unsorted
+    took += [took[3], took[3]]  # and ties
+    for seconds in took:
+        sent(make_message, seconds)
+    found = reports.latency(utcnow() - timedelta(hours=1))
+    assert found.count == len(took)
+    assert found.p50 == pytest.approx(latency.quantile(took, 0.5), abs=1e-3)
+    assert found.p95 == pytest.approx(latency.quantile(took, 0.95), abs=1e-3)
+    assert found.p50 != found.p95
