@@ -1,7 +1,7 @@
 """wakes: how many staff moves made messages due now, watched by idle workers that probe
 
-Revision ID: 0025
-Revises: 0024
+Revision ID: 0026
+Revises: 0025
 
 """
 
@@ -9,8 +9,8 @@ import sqlalchemy as sa
 from alembic import op
 
 # revision identifiers, used by Alembic.
-revision = "0025"
-down_revision = "0024"
+revision = "0026"
+down_revision = "0025"
 branch_labels = None
 depends_on = None
 
