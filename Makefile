@@ -7,9 +7,10 @@ BIN := $(VENV)/bin
 PORT ?= 5000
 SMTP_PORT ?= 8025
 # Test processes side by side (pytest-xdist), a test file each at a time: most tests wait
-# on servers, so two on two cores took 13 minutes where one took 18 to 25. The files
-# start in the order tests/support/ordering.py gives them, the longest first.
-TEST_PROCESSES ?= 2
+# on servers and processes they start. On a quiet two-core machine, in a fresh clone, 2,841
+# tests took 747 s with two (12.5 minutes) and 642 s with three. The files start in the
+# order tests/support/ordering.py gives them, the longest first.
+TEST_PROCESSES ?= 3
 UV := $(BIN)/uv
 INSTALL := $(UV) pip install --quiet --python $(BIN)/python
 # Three stamps: what running needs (make run), the test tools on top (make test, which
