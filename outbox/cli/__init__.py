@@ -5,6 +5,7 @@ Two run on the `outbox` group itself, before any app is made: `outbox check` rep
 the settings create_app refuses, and `outbox demo` makes its app with settings of its own.
 """
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -73,6 +74,8 @@ class Migrations(click.Group):
         self, info_name: str | None, args: list[str], parent: click.Context | None = None,
         **extra: Any,
     ) -> click.Context:  # fmt: skip
+        # Alembic logs each of its plugins as it loads them, after outbox's logging is set.
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
         from flask_migrate.cli import db
 
         return db.make_context(info_name, args, parent=parent, **extra)
