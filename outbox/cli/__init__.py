@@ -18,6 +18,7 @@ from outbox.cli import (
     checkup,
     demo,
     dkim,
+    domains,
     pause,
     retention,
     routes,
@@ -45,6 +46,7 @@ OF_THE_APP: tuple[click.Command, ...] = (
     bounces.bounces_command,
     webhooks.webhook_group,
     dkim.dkim_group,
+    domains.domains_group,
     smtpd.smtpd_command,
     routes.routes_command,
 )

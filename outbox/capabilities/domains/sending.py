@@ -16,6 +16,7 @@ from outbox.models.db import db
 
 RECENT = timedelta(days=30)  # a From domain counts while mail from it is this recent
 FROM, SIGNS, BOUNCES = "from", "dkim", "bounces"
+ROLES = (FROM, SIGNS, BOUNCES)
 
 
 @dataclass
