@@ -33,7 +33,7 @@ class Term:
 
     name: str  # lower case: all, include, a, mx, ptr, ip4, ip6, exists, redirect, exp, ...
     value: str = ""  # the domain or network after : or =, "" when none
-    qualifier: str = "+"
+    result: str = "pass"  # what a match gives: pass, fail, softfail or neutral
     modifier: bool = False
 
     @property
@@ -176,9 +176,9 @@ def _check(
             if inner in ("permerror", "none"):
                 return "permerror"
             if inner == "pass":
-                return term.qualifier
+                return term.result
         elif _matches(term, domain, ip, addresses, exchanges):
-            return term.qualifier
+            return term.result
     redirect = next((t.value.lower().rstrip(".") for t in terms if t.name == "redirect"), None)
     if redirect is None:
         return "neutral"
