@@ -197,6 +197,8 @@ def dkim_check(domain: str, sending: Sending, asker: Asker) -> Check:
                          "publish the record it prints")  # fmt: skip
         return Check("DKIM", OK, None, None, f"signed with the keys of {signer} (d={signer}), "
                      "checked under that domain")  # fmt: skip
+    if asker.failed is not None:
+        raise Unanswered(asker.failed)  # each key would wait its own timeout
     findings = [(key, published.check(key, asker.resolver)) for key in own]
     bad = [(key, f) for key, f in findings if f.problem is not None]
     names = ", ".join(f.name for _, f in findings)
