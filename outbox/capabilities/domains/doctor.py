@@ -3,7 +3,7 @@ and why; a round of them over every domain, kept DOMAINS_CACHE seconds for pages
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -134,8 +134,7 @@ def checks_of(
 def spf_check(domain: str, sending: Sending, asker: Asker, outgoing: list[Outgoing]) -> Check:
     """One SPF record that parses, within 10 look-ups, no loop, authorising the routes' servers."""
     envelope = sending.is_envelope(domain)
-    ips = sorted({str(out.address) for out in outgoing})
-    mechanisms = " ".join(f"ip{6 if ':' in ip else 4}:{ip}" for ip in ips)
+    mechanisms = _ip_terms(out.address for out in outgoing)
     suggested = txt_line(domain, f"v=spf1 {mechanisms + ' ' if mechanisms else ''}-all")
     try:
         record = spf.record_of(domain, asker.txt)
@@ -166,24 +165,28 @@ def spf_check(domain: str, sending: Sending, asker: Asker, outgoing: list[Outgoi
     if not envelope:
         return Check("SPF", OK, record, None, f"parses, {walked.lookups} look-ups of "
                      f"{spf.MAX_LOOKUPS}; mail goes with another envelope domain")  # fmt: skip
-    refused = []
+    refused: dict[Outgoing, str] = {}
     for out in outgoing:
         result = spf.authorises(domain, out.address, asker.txt, asker.addresses, asker.exchanges)
         if result != "pass":
-            refused.append(f"route {out.route} ({out.host}, {out.address}) gets {result}")
+            refused[out] = result
     if refused:
-        missing = sorted(
-            {str(o.address) for o in outgoing if any(str(o.address) in r for r in refused)}
-        )
-        terms = " ".join(f"ip{6 if ':' in ip else 4}:{ip}" for ip in missing)
+        terms = _ip_terms(out.address for out in refused)
+        said = [f"route {o.route} ({o.host}, {o.address}) gets {r}" for o, r in refused.items()]
         fixed = record.replace("v=spf1", f"v=spf1 {terms}", 1)
         return Check("SPF", PROBLEM, record, txt_line(domain, fixed),
                      "the record does not authorise the servers outbox sends through: "
-                     + "; ".join(refused))  # fmt: skip
+                     + "; ".join(said))  # fmt: skip
     checked = f"; authorises {len(outgoing)} route address(es)" if outgoing else ""
     return Check(
         "SPF", OK, record, None, f"parses, {walked.lookups} look-ups of {spf.MAX_LOOKUPS}{checked}"
     )
+
+
+def _ip_terms(addresses: Iterable[spf.IP]) -> str:
+    """The ip4: and ip6: terms that authorise each address, once each, in order."""
+    found = sorted(set(addresses), key=lambda a: (a.version, a))
+    return " ".join(f"ip{a.version}:{a}" for a in found)
 
 
 def dkim_check(domain: str, sending: Sending, asker: Asker) -> Check:
