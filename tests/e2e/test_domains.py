@@ -3,6 +3,7 @@ write, good and broken: an SPF loop, 11 look-ups, two DMARC records, p=reject wi
 misaligned DKIM, no MX; through `outbox domains check`, the API, the page and Chromium."""
 
 import json
+import socket
 
 import pytest
 
@@ -152,8 +153,6 @@ def test_the_bounce_domain_gets_the_spf_and_mx_checks(routed, runner, make_messa
 
 
 def test_a_dns_server_that_never_answers_makes_every_check_a_problem(app, runner, make_message):
-    import socket
-
     silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # bound, never replies
     silent.bind(("127.0.0.1", 0))
     app.config.update(DNS_RESOLVERS=f"127.0.0.1:{silent.getsockname()[1]}", DOMAINS_DNS_TIMEOUT=0.5)

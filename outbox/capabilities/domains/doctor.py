@@ -4,7 +4,7 @@ and why; a round of them over every domain, kept DOMAINS_CACHE seconds for pages
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -90,18 +90,24 @@ def run(config: Any, now: datetime) -> Report:
     return Report(domains, (*notes, NO_PTR), now)
 
 
+@dataclass
+class Kept:
+    """An app's last round and when it was made (time.monotonic), one round at a time."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    at: float | None = None
+    report: Report | None = None
+
+
 def cached(refresh: bool = False) -> Report:
     """The app's last round if younger than DOMAINS_CACHE seconds, else a new one."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]
-    kept = app.extensions.setdefault(KEY, {"lock": threading.Lock(), "at": None, "report": None})
-    with kept["lock"]:  # one round at a time: a second request waits and takes its answer
-        fresh = (
-            kept["at"] is not None and time.monotonic() - kept["at"] < app.config["DOMAINS_CACHE"]
-        )
-        if refresh or not fresh:
-            kept["report"], kept["at"] = run(app.config, utcnow()), time.monotonic()
-        report: Report = kept["report"]
-        return report
+    kept: Kept = app.extensions.setdefault(KEY, Kept())
+    with kept.lock:  # a second request waits for the round under way and takes its answer
+        age = None if kept.at is None else time.monotonic() - kept.at
+        if refresh or kept.report is None or age is None or age >= app.config["DOMAINS_CACHE"]:
+            kept.report, kept.at = run(app.config, utcnow()), time.monotonic()
+        return kept.report
 
 
 def checks_of(
