@@ -6,6 +6,7 @@ import json
 import socket
 
 import pytest
+from dnslib import DNSRecord
 
 from outbox.auth import tokens
 from outbox.capabilities import routes
@@ -152,19 +153,37 @@ def test_the_bounce_domain_gets_the_spf_and_mx_checks(routed, runner, make_messa
         "d=good.example aligns (relaxed); envelope mail.good.example aligns (relaxed)")  # fmt: skip
 
 
-def test_a_dns_server_that_never_answers_makes_every_check_a_problem(app, runner, make_message):
+def test_a_dns_server_that_never_answers_is_asked_once_and_every_check_says_so(
+    app, runner, make_message
+):  # type: ignore[no-untyped-def]
     silent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # bound, never replies
     silent.bind(("127.0.0.1", 0))
-    app.config.update(DNS_RESOLVERS=f"127.0.0.1:{silent.getsockname()[1]}", DOMAINS_DNS_TIMEOUT=0.5)
-    send_from(make_message, "good.example")
+    port = silent.getsockname()[1]
+    app.config.update(DNS_RESOLVERS=f"127.0.0.1:{port}", DOMAINS_DNS_TIMEOUT=0.5)
+    send_from(make_message, "good.example", "other.example")
     add_key("good.example")
     try:
-        report = json.loads(runner.invoke(args=["domains", "check", "--json"]).output)
+        result = runner.invoke(args=["domains", "check", "--json"])
+        silent.setblocking(False)
+        asked = set()
+        while True:
+            try:
+                asked.add(str(DNSRecord.parse(silent.recv(512)).q.qname))
+            except BlockingIOError:
+                break
     finally:
         silent.close()
-    checks = [c for d in report["domains"] for c in d["checks"]]
-    assert {c["verdict"] for c in checks} == {"problem"}
-    assert {c["why"] for c in checks} == {"not checked: DNS gave no answer within 0.5 s"}
+    assert result.exit_code == 1
+    report = json.loads(result.output)
+    assert asked == {"good.example."}  # the first question; after it went unanswered, none
+    # Every check of both domains, but the DKIM of other.example, which has no key to look up.
+    checks = [(d["domain"], c) for d in report["domains"] for c in d["checks"]]
+    assert [c["name"] for _, c in checks] == ["SPF", "DKIM", "DMARC", "MX", "MTA-STS",
+                                             "TLS-RPT"] * 2  # fmt: skip
+    unasked = {
+        (c["verdict"], c["why"]) for d, c in checks if (d, c["name"]) != ("other.example", "DKIM")
+    }
+    assert unasked == {("problem", "not checked: DNS gave no answer within 0.5 s")}
 
 
 def test_the_api_and_the_page_show_the_report_and_check_again_in_place(

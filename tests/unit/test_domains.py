@@ -5,7 +5,7 @@ import ipaddress
 
 import pytest
 
-from outbox.capabilities.domains import dmarc, spf
+from outbox.capabilities.domains import dmarc, settings, spf
 
 
 def zone(records: dict[str, list[str]]):  # type: ignore[no-untyped-def]
@@ -118,3 +118,11 @@ def test_dmarc_records_parse_and_those_receivers_discard_say_why():
         with pytest.raises(dmarc.Malformed, match=said):
             dmarc.parse(text)
     assert dmarc.is_dmarc("v=DMARC1 ; p=none") and not dmarc.is_dmarc("v=spf1 -all")
+
+
+@pytest.mark.parametrize("name", ["DOMAINS_CACHE", "DOMAINS_DNS_TIMEOUT"])
+def test_times_of_zero_are_refused(name):
+    config = {"DOMAINS_CACHE": 300.0, "DOMAINS_DNS_TIMEOUT": 3.0}
+    settings.check(config)
+    with pytest.raises(ValueError, match=f"{name} must be above 0"):
+        settings.check({**config, name: 0})
