@@ -5,7 +5,7 @@ page always says something current without asking DNS on every load; "Check agai
 asks now and answers in place.
 """
 
-from flask import Blueprint, Response, abort, redirect, render_template, request, url_for
+from flask import Blueprint, abort, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
 
@@ -33,9 +33,7 @@ def _shown(found: doctor.Report | str) -> dict[str, object]:
 
 @bp.get("")
 def index() -> ResponseReturnValue:
-    response = Response(render_template("domains/index.html", **_shown(_report())))
-    response.headers["Vary"] = "HX-Request"
-    return response
+    return render_template("domains/index.html", **_shown(_report()))
 
 
 @bp.post("/check")
