@@ -73,8 +73,9 @@ def test_an_address_is_authorised_by_the_first_matching_term_in_order():
         "relay.example": ["v=spf1 ip4:198.51.100.0/24 -all"],
         "redirected.example": ["v=spf1 redirect=example.com"],
         "loop.example": ["v=spf1 include:loop.example -all"],
+        "cidr.example": ["v=spf1 mx:example.com/24 a:v6.example//112 -all"],
     })  # fmt: skip
-    addresses = zone({"mx1.example.com": ["203.0.113.7"]})
+    addresses = zone({"mx1.example.com": ["203.0.113.7"], "v6.example": ["2001:db8::1:1"]})
     exchanges = zone({"example.com": ["mx1.example.com"]})
 
     def result(domain: str, ip: str) -> str:
@@ -86,6 +87,9 @@ def test_an_address_is_authorised_by_the_first_matching_term_in_order():
     assert result("example.com", "192.0.2.10") == "softfail"
     assert result("redirected.example", "203.0.113.7") == "pass"
     assert result("loop.example", "192.0.2.9") == "permerror"
+    assert result("cidr.example", "203.0.113.99") == "pass"  # mx/24
+    assert result("cidr.example", "2001:db8::1:2") == "pass"  # a:host//112
+    assert result("cidr.example", "2001:db8::2:2") == "fail"
     assert result("none.example", "192.0.2.9") == "none"
 
 

@@ -15,6 +15,8 @@ LOOKUP_TERMS = ("include", "a", "mx", "ptr", "exists", "redirect")
 MECHANISMS = ("all", "include", "a", "mx", "ptr", "ip4", "ip6", "exists")
 QUALIFIERS = {"+": "pass", "-": "fail", "~": "softfail", "?": "neutral"}
 TERM = re.compile(r"([+\-~?]?)([a-z0-9]+)([:=/]?)(.*)", re.IGNORECASE)
+# a and mx's value: a host (or none: the domain's own) and the dual CIDR lengths /v4//v6.
+CIDR = re.compile(r"(?P<host>[^/]*)(?:/(?P<v4>[0-9]{1,2}))?(?://(?P<v6>[0-9]{1,3}))?")
 IP = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 # What an SPF walk asks DNS: TXT strings of a name, addresses of a name, MX hosts of a name.
@@ -197,12 +199,19 @@ def _matches(term: Term, domain: str, ip: IP, addresses: Addresses, exchanges: E
     if term.name in ("ip4", "ip6"):
         network = ipaddress.ip_network(term.value, strict=False)
         return network.version == ip.version and ip in network
-    target, _, prefix = term.value.partition("/")
-    target = target or domain
+    found = CIDR.fullmatch(term.value)
+    if found is None:
+        return False
+    target = found["host"] or domain
+    length = found["v4"] if ip.version == 4 else found["v6"]
+    prefix = int(length) if length else ip.max_prefixlen
     hosts = [target] if term.name == "a" else exchanges(target)
     for host in hosts:
         for address in addresses(host):
-            length = int(prefix) if prefix.isdigit() and ip.version == 4 else ip.max_prefixlen
-            if ip in ipaddress.ip_network(f"{address}/{length}", strict=False):
+            try:
+                network = ipaddress.ip_network(f"{address}/{prefix}", strict=False)
+            except ValueError:  # an IPv6 length for an IPv4 address of the host, or past it
+                continue
+            if network.version == ip.version and ip in network:
                 return True
     return False
