@@ -14,6 +14,7 @@ from outbox.auth import settings as auth
 from outbox.capabilities import retention
 from outbox.capabilities.bounces import settings as bounces
 from outbox.capabilities.dkim import settings as dkim
+from outbox.capabilities.domains import settings as domains
 from outbox.capabilities.mailings import settings as mailings
 from outbox.capabilities.routes import settings as routes
 from outbox.capabilities.submission import settings as submission
@@ -67,7 +68,7 @@ APP = Group(
 # In the order the reference shows them and their checks run.
 GROUPS: tuple[Group, ...] = (
     APP, messages.GROUP, routes.GROUP, worker.GROUP, auth.GROUP, ops.GROUP,
-    suppression.GROUP, retention.GROUP, dkim.GROUP, mailings.GROUP, bounces.GROUP,
+    suppression.GROUP, retention.GROUP, dkim.GROUP, domains.GROUP, mailings.GROUP, bounces.GROUP,
     webhooks.GROUP, submission.GROUP,
 )  # fmt: skip
 

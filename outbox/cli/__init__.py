@@ -20,6 +20,7 @@ from outbox.cli import (
     checkup,
     demo,
     dkim,
+    domains,
     pause,
     retention,
     routes,
@@ -47,6 +48,7 @@ OF_THE_APP: tuple[click.Command, ...] = (
     bounces.bounces_command,
     webhooks.webhook_group,
     dkim.dkim_group,
+    domains.domains_group,
     smtpd.smtpd_command,
     routes.routes_command,
 )
