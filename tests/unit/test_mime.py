@@ -213,10 +213,9 @@ def test_every_mail_names_its_message_or_mailing_in_a_feedback_id() -> None:
     assert message["Feedback-ID"] == "41:transactional:message:outbox"
     mailing = parsed(data_of(make_row(id=42, mailing_id=7, stream="broadcast")), False)
     assert mailing["Feedback-ID"] == "7:broadcast:mailing:outbox"
-    assert feedback_id.read(message["Feedback-ID"]) == feedback_id.FeedbackId("message", 41,
-                                                                               "transactional")  # fmt: skip
-    assert feedback_id.read(mailing["Feedback-ID"]) == feedback_id.FeedbackId("mailing", 7,
-                                                                              "broadcast")  # fmt: skip
+    read = feedback_id.read
+    assert read(message["Feedback-ID"]) == feedback_id.FeedbackId("message", 41, "transactional")
+    assert read(mailing["Feedback-ID"]) == feedback_id.FeedbackId("mailing", 7, "broadcast")
 
 
 def test_an_apps_own_feedback_id_goes_instead_of_outboxs() -> None:
@@ -225,7 +224,10 @@ def test_an_apps_own_feedback_id_goes_instead_of_outboxs() -> None:
     assert feedback_id.read("c1:shop:receipt:acme") is None
 
 
-@pytest.mark.parametrize("text", ["", "x:transactional:message:outbox", "1:2:message:outbox",
-                                  "1:broadcast:message:other", "1:broadcast:thing:outbox"])  # fmt: skip
+NOT_OURS = ["", "x:transactional:message:outbox", "1:2:message:outbox",
+            "1:broadcast:message:other", "1:broadcast:thing:outbox"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", NOT_OURS)
 def test_a_feedback_id_outbox_did_not_write_names_nothing(text: str) -> None:
     assert feedback_id.read(text) is None

@@ -32,7 +32,6 @@ class Complaint:
     arrival_date: str | None
     return_path: str | None  # the returned mail's Return-Path
     feedback_id: str | None  # the returned mail's Feedback-ID
-    to: str | None  # the returned mail's To
 
     @property
     def said(self) -> str:
@@ -58,7 +57,6 @@ def report(mail: Message) -> Complaint | None:
         arrival_date=fields.get("arrival-date") or fields.get("received-date"),
         return_path=_address(_text(returned.get("Return-Path"))),
         feedback_id=_text(returned.get("Feedback-ID")),
-        to=_text(returned.get("To")),
     )
 
 
