@@ -148,7 +148,7 @@ def process(pk: int) -> BounceMail:
     marked = _settle(row, found) if found.kind in SETTLED else []
     db.session.commit()
     if marked:
-        audit.record(found.kind, row.message_pk, _told(found.kind, marked, pk))
+        audit.record(*_told(found.kind, marked, pk, row.message_pk))
     return row
 
 
@@ -185,9 +185,12 @@ def _settle(row: BounceMail, found: parse.Read) -> list[str]:
     return _apply(row, _locked(message.id), index, found.failures)
 
 
-def _told(kind: str, marked: list[str], pk: int) -> str:
-    done = "complained" if kind == parse.COMPLAINT else "bounced"
-    return f"{done}: {', '.join(marked)} (bounce mail #{pk})"
+def _told(
+    kind: str, marked: list[str], pk: int, message_pk: int | None
+) -> tuple[str, int | None, str]:
+    """The audit event of a report applied: its action, its message, what it says."""
+    action, done = ("complaint", "complained") if kind == parse.COMPLAINT else ("bounce", "bounced")
+    return action, message_pk, f"{done}: {', '.join(marked)} (bounce mail #{pk})"
 
 
 def _locked(pk: int) -> Message:
@@ -241,7 +244,7 @@ def _apply_late(pk: int) -> None:
             marked = _settle(row, found)
             if marked:
                 row.note = WAITING if row.waiting else APPLIED_LATE
-                audit.add(found.kind, row.message_pk, _told(found.kind, marked, pk))
+                audit.add(*_told(found.kind, marked, pk, row.message_pk))
     except UNREACHABLE:
         raise  # the database's trouble: the recording is tried again as a whole
     except Exception:
