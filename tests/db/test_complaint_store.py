@@ -93,8 +93,8 @@ def test_without_verp_a_complaint_is_matched_by_message_id_then_feedback_id(
     fbid = message_from_bytes(sent.content)["Feedback-ID"]
     assert fbid == feedback_id.value(message.id, None, "transactional")
     by_id = store.take_in(complaintmail.headers_only(FBL, SENDER, B, message.message_id), "imap")
-    assert (mail_of(by_id).matched_by, states(fresh(message.id))[B][0]) == ("message-id",
-                                                                             "complained")  # fmt: skip
+    assert mail_of(by_id).matched_by == "message-id"
+    assert states(fresh(message.id))[B][0] == "complained"
     # A provider that rewrote the Message-ID: the Feedback-ID still names the message.
     raw = complaintmail.yahoo(FBL, SENDER, A, "<rewritten@isp.example.net>", fbid)
     by_fbid = store.take_in(raw, "imap")

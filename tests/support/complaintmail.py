@@ -26,7 +26,8 @@ def returned_head(return_path: str, recipient: str, message_id: str,
 def _arf(head: str, text: str, fields: str, returned: str, returned_type: str) -> bytes:
     return (
         f"{head}MIME-Version: 1.0\r\n"
-        f'Content-Type: multipart/report; report-type=feedback-report;\r\n\tboundary="{BOUNDARY}"\r\n'
+        "Content-Type: multipart/report; report-type=feedback-report;\r\n"
+        f'\tboundary="{BOUNDARY}"\r\n'
         f"\r\nThis is a multi-part message in MIME format.\r\n\r\n--{BOUNDARY}\r\n"
         f"Content-Type: text/plain; charset=us-ascii\r\n\r\n{text}\r\n\r\n--{BOUNDARY}\r\n"
         f"Content-Type: message/feedback-report\r\n\r\n{fields}\r\n--{BOUNDARY}\r\n"
@@ -81,8 +82,8 @@ def jmrp_legacy(to: str, return_path: str, recipient: str, message_id: str) -> b
 def headers_only(to: str, return_path: str, recipient: str | None, message_id: str,
                  feedback_id: str | None = None) -> bytes:  # fmt: skip
     """A generic RFC 5965 producer's report: the returned mail's headers alone."""
-    head = (f"From: Abuse desk <abuse@isp.example.net>\r\nTo: {to}\r\n"
-            f"Subject: Abuse report\r\nDate: {DATE}\r\nMessage-ID: <r1@isp.example.net>\r\n")  # fmt: skip
+    head = (f"From: Abuse desk <abuse@isp.example.net>\r\nTo: {to}\r\nSubject: Abuse report"
+            f"\r\nDate: {DATE}\r\nMessage-ID: <r1@isp.example.net>\r\n")  # fmt: skip
     rcpt = f"Original-Rcpt-To: <{recipient}>\r\n" if recipient else ""
     fields = (f"Feedback-Type: abuse\r\nUser-Agent: SomeGenerator/1.0\r\nVersion: 1\r\n"
               f"Original-Mail-From: <{return_path}>\r\n{rcpt}Arrival-Date: {DATE}\r\n")  # fmt: skip

@@ -35,7 +35,8 @@ def test_microsofts_arf_report_redacts_the_recipient() -> None:
 def test_microsofts_older_format_names_the_recipient_in_the_returned_mail() -> None:
     found = parse.read(complaintmail.jmrp_legacy(FBL, PATH, ANN, MSGID))
     assert found.kind == parse.COMPLAINT and found.complaint is not None
-    assert (found.complaint.feedback_type, found.complaint.user_agent) == ("abuse", "Microsoft JMRP")
+    assert found.complaint.feedback_type == "abuse"
+    assert found.complaint.user_agent == "Microsoft JMRP"
     assert (found.complaint.recipient, found.complaint.return_path) == (ANN, PATH)
     assert found.message_id == MSGID
 
