@@ -47,3 +47,4 @@ def test_a_complaint_shows_on_its_message_page_and_its_own(smtp_app, smtp, make_
     assert f'href="/bounces/{pk}">#{pk}</a>' in page
     detail = signed_in.get(f"/bounces/{pk}").text
     assert "by its return path" in detail and "complained" in detail and ANN in detail
+    assert "reported by Yahoo!-Mail-Feedback/2.0" in detail

@@ -157,10 +157,10 @@ SETTLED = (parse.HARD, parse.SOFT, parse.OTHER, parse.COMPLAINT)  # the kinds ma
 
 def _note_complaint(row: BounceMail, complaint: feedback.Complaint) -> None:
     """What the inbox shows of a complaint: its recipient, its type, who reported it."""
-    row.recipient, row.status = complaint.recipient, complaint.feedback_type
-    row.diagnostic = complaint.said
+    by = f"reported by {complaint.user_agent}" if complaint.user_agent else None
+    row.recipient, row.status, row.diagnostic = complaint.recipient, complaint.feedback_type, by
     row.results = [{"address": complaint.recipient, "action": "complained",
-                    "status": complaint.feedback_type, "diagnostic": complaint.said,
+                    "status": complaint.feedback_type, "diagnostic": by,
                     "hard": False}]  # fmt: skip
 
 
