@@ -51,8 +51,10 @@ BOUNCES = cast(Table, BounceMail.__table__)
 # Every recipient of a message sees its Message-ID (and Feedback-ID), and could write a
 # "bounce" or a "complaint" naming another recipient. With VERP on, a real bounce comes
 # to the recipient's own return path, and a real complaint returns it.
-FORGEABLE = ("matched by its {} alone: with VERP on, only a report naming the "
+FORGEABLE = ("matched by its Message-ID alone: with VERP on, only a bounce to the "
              "recipient's own return path marks it")  # fmt: skip
+FORGEABLE_COMPLAINT = ("matched by its {} alone: with VERP on, only a complaint naming the "
+                       "recipient's own return path marks it")  # fmt: skip
 # Nothing answers a mail sent with MAIL FROM:<> (RFC 5321 4.5.5); a "bounce" of one is
 # someone's mistake or a forgery, and marks nothing.
 NULL_SENDER = "its message went with the null sender (MAIL FROM:<>), which takes no bounces"
@@ -178,7 +180,8 @@ def _settle(row: BounceMail, found: parse.Read) -> list[str]:
         row.note = NULL_SENDER
         return []
     if row.matched_by != "verp" and verp_on():
-        row.note = FORGEABLE.format(MATCHED_BY.get(row.matched_by or "", row.matched_by))
+        by = MATCHED_BY.get(row.matched_by or "", row.matched_by)
+        row.note = FORGEABLE_COMPLAINT.format(by) if found.complaint else FORGEABLE
         return []
     if found.complaint is not None:
         return _complain(row, _locked(message.id), index, found.complaint)
