@@ -13,8 +13,9 @@ Feedback-ID) marks its recipient "complained" if it was sent, suppresses the add
 A hard bounce or a complaint can come before the worker has recorded the send it returns:
 outcomes are recorded in groups, and a server may bounce within milliseconds. Such a
 report waits (BounceMail.waiting) and is applied in the transaction that records its
-recipient's outcome (apply_waiting, a hook of queue.record): marked if the recipient was sent, still
-waiting if it was deferred (a later attempt may send it), left as on time if it failed.
+recipient's outcome (apply_waiting, a hook of queue.record): marked if the recipient was
+sent, still waiting if it was deferred (a later attempt may send it), left as on time if
+it failed.
 """
 
 import functools
@@ -47,6 +48,7 @@ log = logging.getLogger("outbox.bounces")
 EARLY = (State.PENDING, State.DEFERRED)
 HELD = (Status.QUEUED, Status.SENDING)  # a worker may write the recipients column
 PURGE_BATCH = 500
+SETTLED = (parse.HARD, parse.SOFT, parse.OTHER, parse.COMPLAINT)  # the kinds matched
 BOUNCES = cast(Table, BounceMail.__table__)
 # Every recipient of a message sees its Message-ID (and Feedback-ID), and could write a
 # "bounce" or a "complaint" naming another recipient. With VERP on, a real bounce comes
@@ -154,9 +156,6 @@ def process(pk: int) -> BounceMail:
     return row
 
 
-SETTLED = (parse.HARD, parse.SOFT, parse.OTHER, parse.COMPLAINT)  # the kinds matched
-
-
 def _note_complaint(row: BounceMail, complaint: feedback.Complaint) -> None:
     """What the inbox shows of a complaint: its recipient, its type, who reported it."""
     by = f"reported by {complaint.user_agent}" if complaint.user_agent else None
@@ -167,7 +166,7 @@ def _note_complaint(row: BounceMail, complaint: feedback.Complaint) -> None:
 
 
 def _settle(row: BounceMail, found: parse.Read) -> list[str]:
-    """Match a report to its message and, if it is a hard bounce, apply it; the addresses marked."""
+    """Match a report to its message, apply a hard bounce or a complaint; the addresses marked."""
     row.waiting = False  # until _apply finds a recipient that may yet be sent
     message, index, row.matched_by = _match(found, (row.envelope_to or "").splitlines())
     if message is None:
@@ -378,7 +377,6 @@ def _complain(row: BounceMail, message: Message, index: int | None,
     entries: list[Recipient] = list(message.recipients)
     if index is None:
         index = _complained_of(entries, complaint)
-    row.waiting = False
     if index is None:
         row.note = UNNAMED
         return []
@@ -410,15 +408,7 @@ def _complained_of(entries: list[Recipient], complaint: feedback.Complaint) -> i
                      None)  # fmt: skip
         if found is not None:
             return found
-    keys = {_key(e.address) for e in entries}
-    return 0 if len(keys) == 1 else None
-
-
-def _key(address: str) -> str:
-    try:
-        return suppression.key_of(address)
-    except ValueError:
-        return address
+    return 0 if all(_same(entries[0].address, e.address) for e in entries) else None
 
 
 def _bounced(row: BounceMail, message: Message, address: str, failure: parse.Failure,
