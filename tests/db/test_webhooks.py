@@ -13,6 +13,7 @@ from sqlalchemy import func, insert, select
 from outbox import queue
 from outbox.capabilities import retention
 from outbox.capabilities.webhooks import endpoints, events, run_due, store
+from outbox.core.streams import Stream
 from outbox.models import Message, WebhookDelivery, WebhookEndpoint, utcnow
 from outbox.models.db import db
 from outbox.worker import Worker
@@ -33,7 +34,7 @@ def receiver() -> Iterator[Receiver]:
     found.stop()
 
 
-ENVELOPE = {"id", "message_id", "recipient", "code", "dsn", "text", "at", "metadata"}
+ENVELOPE = {"id", "message_id", "recipient", "code", "dsn", "text", "at", "stream", "metadata"}
 
 
 def endpoint_for(receiver: Receiver, kinds: str | None = None) -> WebhookEndpoint:
@@ -116,6 +117,18 @@ def test_a_partly_delivered_message_is_told_sent_with_the_success_code(
     [told_gone] = receiver.of_kind("recipient.suppressed")  # unknown: suppressed besides
     assert (told_gone["data"]["recipient"], told_gone["data"]["code"]) == ("gone@example.com", 550)
     assert set(told_sent["data"]) == set(told_gone["data"]) == ENVELOPE
+    assert told_sent["data"]["stream"] == told_gone["data"]["stream"] == "transactional"
+
+
+def test_an_event_names_its_message_stream(hooks_app, smtp_app, smtp, make_message, receiver):
+    endpoint_for(receiver)
+    smtp.recorder.rcpt_replies["gone@example.com"] = "550 5.1.1 no such user"
+    news = make_message(to=["gone@example.com"], stream=Stream.BROADCAST)
+    Worker().drain()
+    run_due("test-worker")
+    told = {e["type"]: e["data"] for e in receiver.events.values()}
+    assert told["message.failed"]["id"] == told["recipient.suppressed"]["id"] == news.id
+    assert told["message.failed"]["stream"] == told["recipient.suppressed"]["stream"] == "broadcast"
 
 
 def test_a_receiver_down_for_a_while_gets_the_event_once_it_is_back(hooks_app, receiver):
@@ -177,7 +190,7 @@ def test_a_test_event_goes_to_its_endpoint_alone(hooks_app, receiver):
     assert list(receiver.events) == [event_id]
     assert receiver.events[event_id]["type"] == "webhook.test"
     data = receiver.events[event_id]["data"]
-    assert set(data) == ENVELOPE and (data["id"], data["message_id"]) == (None, None)
+    assert set(data) == ENVELOPE and (data["id"], data["message_id"], data["stream"]) == (None,) * 3
     assert other.requests == []
 
 

@@ -2,6 +2,7 @@
 
 from outbox.api.openapi.parts import UNAUTHORIZED, UNAVAILABLE, Schema, answer, closed, ref
 from outbox.capabilities.webhooks.events import KINDS, TEST
+from outbox.core.streams import Stream
 from outbox.core.webhook_status import WebhookStatus
 
 FORBIDDEN = answer("The token lacks the manage scope.", "Forbidden")
@@ -79,6 +80,11 @@ def event() -> Schema:
         "dsn": {**maybe_text, "description": "A bounce's DSN status, 5.1.1."},
         "text": maybe_text,
         "at": {"type": ["string", "null"], "format": "date-time"},
+        "stream": {
+            "type": ["string", "null"],
+            "enum": [*(stream.value for stream in Stream), None],
+            "description": "The message's stream; null in webhook.test.",
+        },
         "metadata": {"type": "object", "additionalProperties": {"type": "string"}},
     }
     return closed(

@@ -62,12 +62,13 @@ class Event:
     at: datetime | None = None
     metadata: Mapping[str, str] | None = None  # the message's; None: read when queued
     dsn: str | None = None  # a bounce's DSN status, "5.1.1"
+    stream: str | None = None  # the message's stream, read with its metadata
 
     def data(self) -> dict[str, Any]:
         return {"id": self.message_pk, "message_id": self.message_id,
                 "recipient": self.recipient, "code": self.code, "dsn": self.dsn,
                 "text": self.text, "at": iso(self.at, "microseconds"),
-                "metadata": dict(self.metadata or {})}  # fmt: skip
+                "stream": self.stream, "metadata": dict(self.metadata or {})}  # fmt: skip
 
     def body(self, now: datetime) -> str:
         """The JSON a receiver gets (and the signature covers): type, timestamp and data."""
@@ -132,9 +133,10 @@ def recorded(written: Written) -> int:
     c = Message.__table__.c
     ids = {event.message_pk for event in found}
     rows = {row.id: row for row in db.session.execute(
-        select(c.id, c.message_id, c.meta).where(c.id.in_(ids)))}  # fmt: skip
+        select(c.id, c.message_id, c.meta, c.stream).where(c.id.in_(ids)))}  # fmt: skip
     events = [replace(event, message_id=rows[event.message_pk].message_id,
-                      metadata=rows[event.message_pk].meta or {}) for event in found]  # fmt: skip
+                      metadata=rows[event.message_pk].meta or {},
+                      stream=rows[event.message_pk].stream) for event in found]  # fmt: skip
     return _insert(endpoints, events, utcnow())
 
 
@@ -189,13 +191,13 @@ def endpoints_changed() -> None:
     current_app.extensions.setdefault(__name__, {})["none_until"] = 0.0
 
 
-def _metadata(message_pks: list[int]) -> dict[int, dict[str, str]]:
-    """The metadata of these messages, read in one query (none if no pks)."""
+def _of_messages(message_pks: list[int]) -> dict[int, tuple[dict[str, str], str]]:
+    """The metadata and stream of these messages, read in one query (none if no pks)."""
     if not message_pks:
         return {}
     c = Message.__table__.c
-    stmt = select(c.id, c.meta).where(c.id.in_(set(message_pks)))
-    return {row.id: row.meta or {} for row in db.session.execute(stmt)}
+    stmt = select(c.id, c.meta, c.stream).where(c.id.in_(set(message_pks)))
+    return {row.id: (row.meta or {}, row.stream) for row in db.session.execute(stmt)}
 
 
 def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now: datetime) -> int:
@@ -203,11 +205,12 @@ def _insert(endpoints: list[tuple[int, set[str]]], events: Iterable[Event], now:
               for event in events]  # fmt: skip
     wanted = [(event, wanting) for event, wanting in wanted if wanting]
     unread = [e.message_pk for e, _ in wanted if e.metadata is None and e.message_pk is not None]
-    metadata = _metadata(unread)
+    read = _of_messages(unread)
     rows = []
     for event, wanting in wanted:
         if event.metadata is None:
-            event = replace(event, metadata=metadata.get(event.message_pk or 0))
+            meta, stream = read.get(event.message_pk or 0, ({}, None))
+            event = replace(event, metadata=meta, stream=stream)
         text, event_id = event.body(now), new_event_id()
         rows += [{"endpoint_id": endpoint, "event_id": event_id, "kind": event.kind,
                   "payload": text, "status": WebhookStatus.PENDING.value, "attempts": 0,
