@@ -4,6 +4,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
+from sqlalchemy import and_, or_
+
 from outbox.core.addresses import Kind
 from outbox.core.drafts import Draft
 from outbox.core.status import Status, sources
@@ -14,6 +16,7 @@ from outbox.queue import hooks, kinds, wakeups
 from outbox.queue.attachments import read_attachments
 from outbox.queue.moves import MESSAGES, MoveRefused, changed, due_again, guarded, move_one
 from outbox.queue.store import enqueue
+from outbox.queue.waiting import PAUSED_UNTIL
 
 
 def cancel(message_id: int) -> None:
@@ -42,13 +45,21 @@ def resend(message_id: int, allowance: int, now: datetime | None = None) -> None
 
 
 def send_now(message_id: int, now: datetime | None = None) -> None:
-    """Make a deferred message due at once instead of at its next attempt time."""
-    stmt = guarded(Status.DEFERRED, None, MESSAGES.c.id == message_id,
-                   next_attempt_at=now or utcnow())  # fmt: skip
+    """Make a deferred or scheduled message due at once instead of at its next attempt time.
+
+    A row its mailing's pause holds stays held: resuming the mailing lets it go.
+    """
+    c, now = MESSAGES.c, now or utcnow()
+    scheduled = and_(c.status == Status.QUEUED.value, c.next_attempt_at > now)
+    stmt = guarded((Status.DEFERRED, Status.QUEUED), None, c.id == message_id,
+                   or_(c.status == Status.DEFERRED.value, scheduled),
+                   c.next_attempt_at != PAUSED_UNTIL, next_attempt_at=now)  # fmt: skip
     moved = _woken(changed(stmt))
     db.session.commit()
     if not moved:
-        raise MoveRefused(f"message {message_id} is not deferred")
+        raise MoveRefused(
+            f"message {message_id} is not deferred or scheduled, or its mailing is paused"
+        )
 
 
 def resend_all_failed(allowance: int, now: datetime | None = None) -> int:

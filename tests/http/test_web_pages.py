@@ -443,6 +443,35 @@ def test_button_moves_the_message(signed_in, make_in, action, start, end, via_ht
 
 
 @pytest.mark.parametrize("via_htmx", [False, True])
+def test_send_now_makes_a_scheduled_message_due_but_leaves_a_paused_row_held(
+    signed_in, make_message, via_htmx
+):
+    later = utcnow() + timedelta(days=27)
+    scheduled = make_message(send_after=later)
+    page = f"/messages/{scheduled.id}"
+    shown = buttons(parse(signed_in.get(page)).find("section", id="state"))
+    assert set(shown) == {"Send now", "Cancel"}
+    before = utcnow()
+    if via_htmx:
+        response = signed_in.post(shown["Send now"], headers=htmx(signed_in, page))
+        state = parse(response).find("section", id="state")
+        assert set(buttons(state)) == {"Cancel"}  # due now: nothing left to bring forward
+    else:
+        response = signed_in.post(shown["Send now"], data={"csrf_token": csrf(signed_in, page)})
+        assert response.status_code == 302
+    row = fresh(scheduled.id)
+    assert row.status == "queued" and before <= row.next_attempt_at <= utcnow()
+    # A row its mailing's pause holds waits for the mailing's resume, not for this button.
+    held = make_message(send_after=later)
+    db.session.execute(update(Message).where(Message.id == held.id)
+                       .values(next_attempt_at=queue.PAUSED_UNTIL))  # fmt: skip
+    db.session.commit()
+    with pytest.raises(queue.MoveRefused, match="mailing is paused"):
+        queue.send_now(held.id)
+    assert fresh(held.id).next_attempt_at == queue.PAUSED_UNTIL
+
+
+@pytest.mark.parametrize("via_htmx", [False, True])
 def test_send_again_queues_a_copy_of_a_sent_message(signed_in, make_message, via_htmx):
     files = [Upload("a.txt", "text/plain", b"first"), Upload("b.bin", "application/x-b", b"\0\1")]
     message = make_message(cc=["c@example.com"], reply_to="r@example.com", html="<p>Hi</p>",
