@@ -12,6 +12,7 @@ from flask import current_app
 from outbox import queue
 from outbox.capabilities import routes, throttle
 from outbox.capabilities.bounces import verp
+from outbox.capabilities.capture.transport import Session
 from outbox.capabilities.dkim import keyring
 from outbox.capabilities.routes import health
 from outbox.core import deliveries
@@ -22,7 +23,6 @@ from outbox.models import utcnow
 from outbox.models.db import db
 from outbox.models.drivers import UNREACHABLE
 from outbox.ops import metrics
-from outbox.worker import sender
 from outbox.worker.connections import Pools
 from outbox.worker.tally import Tally
 
@@ -123,7 +123,7 @@ class BatchSender:
 
     def _send_on(
         self,
-        session: sender.SmtpSession,
+        session: Session,
         claims: list[queue.Claim],
         tally: Tally,
         renewed: list[float],
@@ -168,7 +168,7 @@ class BatchSender:
                 ahead = None if isinstance(upcoming, queue.Finished) else upcoming
             done, moved = self._send(session, claim, mail, ahead, lease.send_deadline)
             del mail  # an attachment's data is not kept past its send
-            if done.route is not None:  # the route was spoken to: how it went (the routes page)
+            if done.route is not None and not session.captures:  # how the route went (routes page)
                 health.note(done.route, not moved, done.error if moved else None, utcnow())
             if moved and not last:
                 # The server, not the message: this one and the rest try the next route.
@@ -202,7 +202,7 @@ class BatchSender:
 
     def _send(
         self,
-        session: sender.SmtpSession,
+        session: Session,
         claim: queue.Claim,
         mail: Sendable | queue.Finished,
         ahead: Sendable | None,
@@ -221,7 +221,7 @@ class BatchSender:
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow(),
                             stream=claim.stream)  # fmt: skip
         self.delays.append((claim.started_at - due_at).total_seconds())
-        result = sender.deliver(session, mail, deadline, ahead)
+        result = session.send(claim.id, mail, deadline, ahead)
         throttle.observe(row, result, route, utcnow())  # a 421 or 4.7.x slows the domain down
         moved = _transport_trouble(result)
         # The attempt's end was the message's alone (a fault, a mail that cannot be built),
