@@ -1,0 +1,114 @@
+"""Capture mode on the databases and a real SMTP server: what is kept, what is sent, what goes."""
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import select
+
+from outbox.capabilities import retention
+from outbox.capabilities.capture import store
+from outbox.capabilities.capture.transport import SAID
+from outbox.core.status import Status
+from outbox.models import Captured, Message, utcnow
+from outbox.models.db import db
+from outbox.worker import Tally, Worker
+from tests.support.dkimkeys import published, verifies
+from tests.support.rows import attempts_of, fresh, make_due, states
+from tests.support.smtpd import free_port
+
+THREE = {"to": ["ann@example.com", "bob@team.example"], "cc": ["cy@other.example"]}
+
+
+def captured_rows() -> list[Captured]:
+    db.session.expire_all()
+    return list(db.session.scalars(select(Captured).order_by(Captured.id)))
+
+
+@pytest.mark.all_databases
+def test_capture_sends_each_recipient_into_one_kept_dkim_signed_copy_and_none_to_the_server(
+    smtp_app, smtp, runner, make_message
+):
+    added = runner.invoke(args=["dkim", "add", "example.com", "--selector", "s1"])
+    assert added.exit_code == 0, added.output
+    smtp_app.config["DELIVERY"] = "capture"
+    message = make_message(subject="Staging", **THREE)
+    assert Worker().drain() == Tally(sent=1)
+    row = fresh(message.id)
+    assert row.status == Status.SENT
+    assert {state for state, _, _ in states(row).values()} == {"sent"}
+    assert len(states(row)) == 3
+    (attempt,) = attempts_of(message.id)
+    assert (attempt.outcome, attempt.smtp_code, attempt.reply) == ("sent", 250, SAID)
+    (kept,) = captured_rows()
+    assert kept.message_pk == message.id and kept.sender == "outbox@example.com"
+    assert kept.recipients == ["ann@example.com", "bob@team.example", "cy@other.example"]
+    assert kept.raw.startswith(b"DKIM-Signature: ")
+    assert verifies(kept.raw, published(added.output))
+    assert f"Message-ID: {message.message_id}".encode() in kept.raw
+    assert smtp.received == []  # the network is left out
+    assert store.of_message(message.id) == [kept.id]
+
+
+@pytest.mark.all_databases
+def test_allowlist_sends_the_listed_recipients_over_smtp_and_captures_the_rest(
+    smtp_app, smtp, make_message
+):
+    smtp_app.config["DELIVERY"] = "allowlist"
+    smtp_app.config["DELIVERY_ALLOW"] = frozenset({"ann@example.com", "@team.example"})
+    message = make_message(**THREE)
+    assert Worker().drain() == Tally(sent=1)
+    (got,) = smtp.received
+    assert got.rcpt_tos == ["ann@example.com", "bob@team.example"]
+    (kept,) = captured_rows()
+    assert kept.recipients == ["cy@other.example"]
+    assert got.message_id.encode() in kept.raw  # one mail, split by recipient
+    row = fresh(message.id)
+    assert row.status == Status.SENT and len(states(row)) == 3
+    assert {state for state, _, _ in states(row).values()} == {"sent"}
+
+
+@pytest.mark.all_databases
+def test_allowlist_keeps_nothing_while_the_server_is_down_and_captures_once_when_it_is_back(
+    smtp_app, smtp, make_message
+):
+    smtp_app.config["DELIVERY"] = "allowlist"
+    smtp_app.config["DELIVERY_ALLOW"] = frozenset({"@example.com"})
+    smtp_app.config["MAIL_PORT"] = smtp_app.extensions["mail"].port = free_port()  # refused
+    message = make_message(**THREE)
+    assert Worker().drain().deferred == 1
+    assert captured_rows() == []
+    assert fresh(message.id).status == Status.DEFERRED
+    smtp_app.config["MAIL_PORT"] = smtp_app.extensions["mail"].port = smtp.port
+    make_due(message.id)
+    assert Worker().drain() == Tally(sent=1)
+    assert [got.rcpt_tos for got in smtp.received] == [["ann@example.com"]]
+    assert [kept.recipients for kept in captured_rows()] == [
+        ["bob@team.example", "cy@other.example"]
+    ]
+
+
+@pytest.mark.all_databases
+def test_smtp_mode_captures_nothing(smtp_app, smtp, make_message):
+    make_message(**THREE)
+    assert Worker().drain() == Tally(sent=1)
+    assert len(smtp.received) == 1 and captured_rows() == []
+
+
+@pytest.mark.all_databases
+def test_a_captured_copy_goes_with_its_message_and_with_its_bodies(smtp_app, make_message):
+    smtp_app.config["DELIVERY"] = "capture"
+    old, young = make_message(), make_message()
+    assert Worker().drain() == Tally(sent=2)
+    assert len(captured_rows()) == 2
+    now = utcnow() + timedelta(days=smtp_app.config["RETENTION_BODY_DAYS"] + 1)
+    db.session.execute(
+        Message.__table__.update()
+        .where(Message.id == old.id)
+        .values(settled_at=utcnow() - timedelta(days=smtp_app.config["RETENTION_DAYS"] + 1))
+    )
+    db.session.commit()
+    done = retention.purge(now=utcnow())
+    assert done.messages == 1
+    assert [kept.message_pk for kept in captured_rows()] == [young.id]
+    retention.purge(now=now)
+    assert captured_rows() == []
