@@ -146,12 +146,12 @@ class BatchSender:
             if self.stop.is_set():
                 # Dropping the session drops a mail sent ahead: its content never went.
                 session.drop()
-                self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
                 tally.released += through_outage(queue.release, list(pending))
                 return []
             if time.monotonic() - renewed[0] > lease.renew_every:
                 # Never send on a claim another worker may already have taken.
-                self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
                 held = through_outage(queue.renew, list(pending), utcnow())
                 pending = deque(c for c in pending if c.id in held)
                 renewed[0] = time.monotonic()
@@ -173,7 +173,7 @@ class BatchSender:
             if moved and not last:
                 # The server, not the message: this one and the rest try the next route.
                 session.drop()
-                self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
                 return [claim, *pending]
             finished.append(done)
             if done.fault:
@@ -182,8 +182,8 @@ class BatchSender:
                 finished += [_faulted(c, done) for c in pending]
                 pending.clear()
             if len(finished) >= every or time.monotonic() - oldest > after:
-                self._record(finished, retry, tally)
-        self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
+        self._record(finished, retry, tally, session)
         return []
 
     def _prepare(self, claim: queue.Claim) -> Sendable | queue.Finished:
@@ -240,10 +240,17 @@ class BatchSender:
                               settled.recipients, reply=result.reply, route=route.name,
                               queued_at=row.created_at), moved  # fmt: skip
 
-    def _record(self, finished: list[queue.Finished], retry: Retry, tally: Tally) -> None:
-        """Write the outcomes waiting in finished, then empty it."""
+    def _record(
+        self, finished: list[queue.Finished], retry: Retry, tally: Tally, session: Session
+    ) -> None:
+        """Write the outcomes waiting in finished, then empty it.
+
+        What the session keeps of them (capture's copies) is written first: an outcome
+        on record always has its copy.
+        """
         if not finished:
             return
+        through_outage(session.settle)
         recorded = through_outage(queue.record, finished, retry)
         for status in recorded.values():
             tally.sent += status is Status.SENT

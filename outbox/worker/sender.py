@@ -66,6 +66,9 @@ class SmtpSession:
         """deliver() on this session; pk, the message's row, is for transports that keep mail."""
         return deliver(self, mail, deadline, following)
 
+    def settle(self) -> None:
+        """Nothing kept to write: the server has the mail (capture.transport.Session)."""
+
     def abort(self) -> None:
         """Cut the connection from another thread: whatever waits on it fails at once."""
         self.aborted = True

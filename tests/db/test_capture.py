@@ -15,6 +15,7 @@ from outbox.worker import Tally, Worker
 from tests.support.dkimkeys import published, verifies
 from tests.support.rows import attempts_of, fresh, make_due, states
 from tests.support.smtpd import free_port
+from tests.support.statements import statements
 
 THREE = {"to": ["ann@example.com", "bob@team.example"], "cc": ["cy@other.example"]}
 
@@ -88,10 +89,30 @@ def test_allowlist_keeps_nothing_while_the_server_is_down_and_captures_once_when
 
 
 @pytest.mark.all_databases
-def test_smtp_mode_captures_nothing(smtp_app, smtp, make_message):
-    make_message(**THREE)
-    assert Worker().drain() == Tally(sent=1)
-    assert len(smtp.received) == 1 and captured_rows() == []
+def test_smtp_mode_captures_nothing_and_asks_nothing_of_the_store(smtp_app, smtp, make_message):
+    for _ in range(5):
+        make_message(**THREE)
+    with statements() as seen:
+        assert Worker().drain() == Tally(sent=5)
+    assert [s for s in seen if "captured" in s] == []
+    assert len(smtp.received) == 5 and captured_rows() == []
+
+
+@pytest.mark.all_databases
+def test_capture_writes_a_batch_of_copies_in_one_statement_before_its_outcomes(
+    smtp_app, make_message
+):
+    smtp_app.config["DELIVERY"] = "capture"
+    for _ in range(5):
+        make_message(**THREE)
+    with statements() as seen:
+        assert Worker().drain() == Tally(sent=5)
+    kept = [n for n, s in enumerate(seen) if s.lstrip().upper().startswith("INSERT INTO CAPTURED")]
+    recorded = [
+        n for n, s in enumerate(seen) if s.lstrip().upper().startswith("INSERT INTO ATTEMPTS")
+    ]
+    assert len(kept) == 1 and len(captured_rows()) == 5
+    assert recorded and kept[0] < min(recorded)
 
 
 @pytest.mark.all_databases

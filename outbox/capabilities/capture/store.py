@@ -26,18 +26,26 @@ class Listed:
     size: int
 
 
-def keep(message_pk: int, sender: str, recipients: list[str], raw: bytes,
-         now: datetime | None = None) -> int:  # fmt: skip
-    """Store one delivery in a transaction of its own, as a server would take it; its id.
+@dataclass(frozen=True)
+class Kept:
+    """One delivery the transport took, to be written."""
 
-    Its own connection: the worker's session holds claims and outcomes not yet written,
-    and the mail is kept whatever becomes of them, as a server's 250 is.
+    message_pk: int
+    sender: str
+    recipients: list[str]
+    raw: bytes
+
+
+def keep(kept: list[Kept], now: datetime | None = None) -> None:
+    """Store deliveries in a transaction of their own, as a server would take them.
+
+    Its own connection: the worker's session holds claims and outcomes not yet written.
     """
-    values = {"message_pk": message_pk, "created_at": now or utcnow(), "sender": sender,
-              "recipients": recipients, "raw": raw}  # fmt: skip
+    now = now or utcnow()
+    rows = [{"message_pk": k.message_pk, "created_at": now, "sender": k.sender,
+             "recipients": k.recipients, "raw": k.raw} for k in kept]  # fmt: skip
     with db.engine.begin() as conn:
-        made = conn.execute(insert(CAPTURED).values(values)).inserted_primary_key
-        return int(made[0]) if made else 0
+        conn.execute(insert(CAPTURED), rows)
 
 
 def page(before: int | None = None) -> tuple[list[Listed], int | None]:

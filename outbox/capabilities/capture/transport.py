@@ -59,6 +59,9 @@ class Session(Protocol):
     def send(self, pk: int, mail: Sendable, deadline: float | None = None,
              following: Sendable | None = None) -> Result: ...  # fmt: skip
 
+    def settle(self) -> None:
+        """Write what the session kept of the mails sent so far, before their outcomes."""
+
     def drop(self) -> None: ...
 
     def close(self) -> None: ...
@@ -97,6 +100,7 @@ class CaptureSession:
 
     def __init__(self, route: Any) -> None:
         self.route = route
+        self.kept: list[store.Kept] = []  # not written yet: settle() writes them
 
     def send(self, pk: int, mail: Sendable, deadline: float | None = None,
              following: Sendable | None = None) -> Result:  # fmt: skip
@@ -109,9 +113,20 @@ class CaptureSession:
                    for address, why in prepared.unsendable.items()}  # fmt: skip
         if prepared.recipients:
             raw = b"".join(prepared.data.pieces())
-            store.keep(pk, prepared.sender, list(prepared.recipients), raw)
+            self.kept.append(store.Kept(pk, prepared.sender, list(prepared.recipients), raw))
             replies.update(dict.fromkeys(prepared.stored, ACCEPTED))
         return _result(replies, SAID if prepared.recipients else None)
+
+    def settle(self) -> None:
+        """Write the mails kept since the last settle, in one statement and transaction.
+
+        The worker settles before it records outcomes: a worker that dies before then
+        has recorded none of these, and sends (and keeps) them again, as a server's
+        250 lost with the worker would have them sent again.
+        """
+        if self.kept:
+            store.keep(self.kept)
+            self.kept = []
 
     def drop(self) -> None:
         """Nothing to drop: no connection."""
@@ -148,6 +163,9 @@ class Split:
         replies = {**sent.recipients, **kept.recipients}
         merged = _result(replies, sent.reply)
         return dataclasses.replace(merged, code=sent.code, error=sent.error)
+
+    def settle(self) -> None:
+        self.capture.settle()
 
     def drop(self) -> None:
         self.smtp.drop()
