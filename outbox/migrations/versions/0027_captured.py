@@ -43,5 +43,4 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    op.drop_index("ix_captured_message_pk", table_name="captured")
-    op.drop_table("captured")
+    op.drop_table("captured")  # its index with it: MariaDB keeps it for the foreign key
