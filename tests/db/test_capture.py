@@ -133,3 +133,20 @@ def test_a_captured_copy_goes_with_its_message_and_with_its_bodies(smtp_app, mak
     assert [kept.message_pk for kept in captured_rows()] == [young.id]
     retention.purge(now=now)
     assert captured_rows() == []
+
+
+def test_send_queued_warns_that_mail_is_kept_and_names_the_allowlist(
+    smtp_app, runner, make_message, caplog
+):
+    smtp_app.config["DELIVERY"] = "allowlist"
+    smtp_app.config["DELIVERY_ALLOW"] = frozenset({"@team.example", "qa@example.com"})
+    make_message(to=["ann@other.example"])
+    result = runner.invoke(args=["send-queued"])
+    assert result.exit_code == 0, result.output
+    assert "sent 1" in result.output
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warned == [
+        "OUTBOX_DELIVERY=allowlist: mail goes out only to @team.example, qa@example.com; "
+        "mail to anyone else is kept on the Captured page"
+    ]
+    assert [kept.recipients for kept in captured_rows()] == [["ann@other.example"]]

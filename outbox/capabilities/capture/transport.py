@@ -40,7 +40,7 @@ def warn_mode(config: Mapping[str, Any]) -> None:
         log.warning("OUTBOX_DELIVERY=capture: no mail leaves; every message is kept on the "
                     "Captured page as sent")  # fmt: skip
     elif chosen == ALLOWLIST:
-        log.warning("OUTBOX_DELIVERY=allowlist: mail goes out only to %s; the other recipients' "
+        log.warning("OUTBOX_DELIVERY=allowlist: mail goes out only to %s; mail to anyone else "
                     "is kept on the Captured page", ", ".join(sorted(allowed(config))))  # fmt: skip
 
 
