@@ -6,7 +6,7 @@ import pytest
 from sqlalchemy import select
 
 from outbox.capabilities import retention
-from outbox.capabilities.capture import store
+from outbox.capabilities.capture import store, transport
 from outbox.capabilities.capture.transport import SAID
 from outbox.core.status import Status
 from outbox.models import Captured, Message, utcnow
@@ -150,3 +150,15 @@ def test_send_queued_warns_that_mail_is_kept_and_names_the_allowlist(
         "mail to anyone else is kept on the Captured page"
     ]
     assert [kept.recipients for kept in captured_rows()] == [["ann@other.example"]]
+
+
+@pytest.mark.all_databases
+def test_copies_past_the_bytes_held_are_written_at_once(smtp_app, make_message, monkeypatch):
+    monkeypatch.setattr(transport, "HELD_BYTES", 1)  # every copy is past it
+    smtp_app.config["DELIVERY"] = "capture"
+    for _ in range(3):
+        make_message(**THREE)
+    with statements() as seen:
+        assert Worker().drain() == Tally(sent=3)
+    kept = [s for s in seen if s.lstrip().upper().startswith("INSERT INTO CAPTURED")]
+    assert len(kept) == 3 and len(captured_rows()) == 3

@@ -20,6 +20,9 @@ from outbox.smtp.replies import Result
 WIRE = Features(eight_bit=True, smtputf8=True)
 SAID = "captured by outbox (OUTBOX_DELIVERY): not sent"
 log = logging.getLogger("outbox.worker")
+# Copies held for the next settle, in bytes, past which they are written at once: mails
+# with large attachments are not held a hundred at a time (OUTBOX_RECORD_EVERY).
+HELD_BYTES = 8 * 1024 * 1024
 
 
 def mode(config: Mapping[str, Any] | None = None) -> str:
@@ -114,6 +117,8 @@ class CaptureSession:
         if prepared.recipients:
             raw = b"".join(prepared.data.pieces())
             self.kept.append(store.Kept(pk, prepared.sender, list(prepared.recipients), raw))
+            if sum(len(k.raw) for k in self.kept) > HELD_BYTES:
+                self.settle()  # early is safe: a copy may precede its outcome, never follow
             replies.update(dict.fromkeys(prepared.stored, ACCEPTED))
         return _result(replies, SAID if prepared.recipients else None)
 
