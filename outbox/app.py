@@ -27,7 +27,7 @@ from outbox.capabilities.suppression import smtp as suppression_smtp
 from outbox.capabilities.webhooks import events
 from outbox.core import logs
 from outbox.core.kinds import MessageKind
-from outbox.extensions import mail, migrate
+from outbox.extensions import Migrations, mail
 from outbox.models import drivers
 from outbox.models.db import AUTOCOMMIT, db
 from outbox.ops import metrics, probes
@@ -74,7 +74,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     # Runs before Flask-SQLAlchemy's own teardown (the later registered runs first).
     app.teardown_appcontext(_close_session)
     mail.init_app(app)
-    migrate.init_app(app, db, directory=MIGRATIONS)
+    Migrations(app, db, MIGRATIONS)
     app.extensions[tokens.CACHE] = tokens.Cache(app.config["TOKEN_CACHE_SECONDS"])
 
     app.register_blueprint(api.bp)

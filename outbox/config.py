@@ -15,6 +15,7 @@ from outbox.capabilities import retention
 from outbox.capabilities.bounces import settings as bounces
 from outbox.capabilities.capture import settings as capture
 from outbox.capabilities.dkim import settings as dkim
+from outbox.capabilities.domains import settings as domains
 from outbox.capabilities.mailings import settings as mailings
 from outbox.capabilities.routes import settings as routes
 from outbox.capabilities.submission import settings as submission
@@ -68,7 +69,7 @@ APP = Group(
 # In the order the reference shows them and their checks run.
 GROUPS: tuple[Group, ...] = (
     APP, messages.GROUP, routes.GROUP, capture.GROUP, worker.GROUP, auth.GROUP, ops.GROUP,
-    suppression.GROUP, retention.GROUP, dkim.GROUP, mailings.GROUP, bounces.GROUP,
+    suppression.GROUP, retention.GROUP, dkim.GROUP, domains.GROUP, mailings.GROUP, bounces.GROUP,
     webhooks.GROUP, submission.GROUP,
 )  # fmt: skip
 

@@ -12,4 +12,5 @@ pytest_plugins = [
     "tests.support.browser",
     "tests.support.soak",
     "tests.support.ordering",
+    "tests.support.dns",
 ]

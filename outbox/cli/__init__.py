@@ -5,7 +5,9 @@ Two run on the `outbox` group itself, before any app is made: `outbox check` rep
 the settings create_app refuses, and `outbox demo` makes its app with settings of its own.
 """
 
+import logging
 from collections.abc import Callable
+from typing import Any
 
 import click
 from flask import Flask
@@ -18,6 +20,7 @@ from outbox.cli import (
     checkup,
     demo,
     dkim,
+    domains,
     pause,
     retention,
     routes,
@@ -45,6 +48,7 @@ OF_THE_APP: tuple[click.Command, ...] = (
     bounces.bounces_command,
     webhooks.webhook_group,
     dkim.dkim_group,
+    domains.domains_group,
     smtpd.smtpd_command,
     routes.routes_command,
 )
@@ -55,6 +59,28 @@ def register(app: Flask) -> None:
     """Add the commands that run on the app to its CLI."""
     for command in OF_THE_APP:
         app.cli.add_command(command)
+    app.cli.add_command(Migrations())
+
+
+class Migrations(click.Group):
+    """`outbox db`: Flask-Migrate's commands, imported only when the group is used.
+
+    Flask-Migrate brings Alembic, Mako and Pygments, a sixth of the start of every outbox
+    process; a worker should not pay for `outbox db` at each start.
+    """
+
+    def __init__(self) -> None:
+        super().__init__("db", help="Perform database migrations (Flask-Migrate).")
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:  # fmt: skip
+        # Alembic logs each of its plugins as it loads them, after outbox's logging is set.
+        logging.getLogger("alembic.runtime.plugins").setLevel(logging.WARNING)
+        from flask_migrate.cli import db
+
+        return db.make_context(info_name, args, parent=parent, **extra)
 
 
 def group(create_app: Callable[..., Flask]) -> FlaskGroup:

@@ -76,7 +76,7 @@ def check_database() -> Result:
 
 def check_schema() -> Result:
     """The database's revision is the migration scripts' head."""
-    head = current_app.extensions[probes.HEAD]
+    head = probes.schema_head()
     with db.engine.connect() as conn:
         state = probes.schema_at(conn, head)
     if state["ok"]:

@@ -18,7 +18,6 @@ from aiosmtpd.controller import Controller
 from apscheduler.schedulers.background import BackgroundScheduler
 from flask import Flask
 from flask.cli import ScriptInfo
-from flask_migrate import upgrade
 from werkzeug.serving import run_simple
 
 from outbox import worker
@@ -174,6 +173,8 @@ def run(create_app: Callable[[dict[str, Any]], Flask], port: int, smtp_port: int
     check_ports(port, smtp_port)  # before the account gets a password nobody would see
     app.config["MAIL_DEFAULT_SENDER"] = app.config["MAIL_DEFAULT_SENDER"] or DEMO_SENDER
     app.extensions["mail"].default_sender = app.config["MAIL_DEFAULT_SENDER"]
+    from flask_migrate import upgrade  # Alembic: only the demo and `outbox db` migrate
+
     with app.app_context():
         upgrade()
         token = _fresh_token()

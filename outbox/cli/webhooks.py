@@ -9,8 +9,8 @@ from outbox.models import utcnow
 
 @click.group("webhook")
 def webhook_group() -> None:
-    """Webhook endpoints: the URLs told of sent, deferred, failed, refused, bounced and
-    suppressed mail."""
+    """Webhook endpoints: the URLs told of sent, deferred, failed, refused, bounced,
+    complained of and suppressed mail."""
 
 
 @webhook_group.command("add")

@@ -27,6 +27,7 @@ class State(StrEnum):
     CANCELLED = "cancelled"  # the message was cancelled before it was delivered
     BOUNCED = "bounced"  # taken, then returned as undeliverable by a later server
     SUPPRESSED = "suppressed"  # on the suppression list: never sent to
+    COMPLAINED = "complained"  # taken, then reported as spam by its mailbox (an ARF report)
 
 
 # Every move a recipient's entry makes; moved() checks each one against this table. A
@@ -39,14 +40,17 @@ MOVES: dict[State, frozenset[State]] = {
     State.DEFERRED: frozenset(
         {State.PENDING, State.SENT, State.FAILED, State.SUPPRESSED, State.CANCELLED}
     ),
-    State.SENT: frozenset({State.BOUNCED}),
+    State.SENT: frozenset({State.BOUNCED, State.COMPLAINED}),
     State.FAILED: frozenset({State.PENDING, State.SUPPRESSED}),
     State.CANCELLED: frozenset({State.PENDING, State.SUPPRESSED}),
     State.SUPPRESSED: frozenset({State.PENDING}),
     State.BOUNCED: frozenset(),
+    State.COMPLAINED: frozenset(),
 }
+# A complaint marks only a sent recipient: a bounced one never had the mail in a mailbox
+# (and its address is suppressed already), a complained one was told of once.
 # The states an entry stores as its own; the others it takes from its message's status.
-OWN = frozenset({State.SENT, State.FAILED, State.SUPPRESSED, State.BOUNCED})
+OWN = frozenset({State.SENT, State.FAILED, State.SUPPRESSED, State.BOUNCED, State.COMPLAINED})
 
 
 class MoveRefused(ValueError):

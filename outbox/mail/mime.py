@@ -25,7 +25,7 @@ from outbox.core.checks import Upload
 from outbox.core.deliveries import pending
 from outbox.core.recipients import by_kind
 from outbox.core.schema import HEADER_NAME
-from outbox.mail import encoding, signing
+from outbox.mail import encoding, feedback_id, signing
 from outbox.mail.encoding import ATEXT, fold
 from outbox.mail.parts import Pieces, attachment_head, content
 from outbox.mail.rendered import Features, Prepared, Rendered
@@ -257,6 +257,8 @@ def _prepared(row: Row, attachments: Attachments) -> Mail:
         head.append(encoding.unstructured("Subject", row.subject))
     for name, value in headers.items():
         head.append(encoding.unstructured(name, value, long_words=True))
+    if not any(name.lower() == "feedback-id" for name in headers):  # an app's own wins
+        head.append(feedback_id.header(row.id, row.mailing_id, row.stream))
     head.append(b"MIME-Version: 1.0\r\n")
     html = row.html_body is not None
     return Mail(

@@ -1,9 +1,9 @@
 """/healthz (the process answers) and /readyz (database, schema, worker), without sessions."""
 
+import functools
 from datetime import timedelta
 from typing import Any
 
-from alembic.script import ScriptDirectory
 from flask import Blueprint, Flask, Response, current_app, jsonify
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import SQLAlchemyError
@@ -15,13 +15,27 @@ bp = Blueprint("health", __name__)
 # The paths no session is opened or saved for (web.HttpsAwareSessions): a probe every
 # few seconds should neither unsign a cookie nor set one.
 PATHS = ("/healthz", "/readyz", "/metrics")
-HEAD = "outbox.schema_head"  # app.extensions key: the newest revision of the scripts
+MIGRATIONS = "outbox.migrations_folder"  # app.extensions key: where the scripts are
 
 
 def init_app(app: Flask, migrations: str) -> None:
-    """Read the newest migration once (a few ms) and add the probes."""
-    app.extensions[HEAD] = ScriptDirectory(migrations).get_current_head()
+    """Add the probes; the newest migration is read when first asked for (schema_head)."""
+    app.extensions[MIGRATIONS] = migrations
     app.register_blueprint(bp)
+
+
+@functools.cache
+def _head(migrations: str) -> str | None:
+    # Alembic is imported here, not at start: with Mako and Pygments it is a sixth of
+    # the start of every outbox process, and only readiness and `outbox check` ask.
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(migrations).get_current_head()
+
+
+def schema_head() -> str | None:
+    """The newest revision of the app's migration scripts."""
+    return _head(current_app.extensions[MIGRATIONS])
 
 
 @bp.get("/healthz")
@@ -41,7 +55,7 @@ def readyz() -> tuple[Response, int]:
 def ready_checks() -> dict[str, dict[str, Any]]:
     """The database answers, its schema is at the scripts' head, and (if asked) a worker lives."""
     config = current_app.config
-    head = current_app.extensions[HEAD]
+    head = schema_head()
     names = ["database", "schema"] + (["worker"] if config["READY_NEEDS_WORKER"] else [])
     checks: dict[str, dict[str, Any]] = {}
     try:

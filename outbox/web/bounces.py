@@ -24,7 +24,7 @@ def index() -> ResponseReturnValue:
         abort(400, description="before must be a bounce mail id")
     rows, older = inbox.page(chosen, before)
     return render_template("bounces/index.html", rows=rows, older=older, chosen=chosen,
-                           filters=inbox.FILTERS)  # fmt: skip
+                           filters=inbox.FILTERS, reports=inbox.REPORTS)  # fmt: skip
 
 
 def _mail(pk: int) -> BounceMail:

@@ -312,21 +312,23 @@ def test_a_claim_that_expires_during_a_long_pass_is_taken_back_in_that_pass(
 
 def test_a_send_that_would_outlast_its_claim_is_cut_off_and_deferred(smtp_app, smtp, make_message):
     # Every reply comes well inside SMTP_TIMEOUT and LOCK_TIMEOUT is the 4 x
-    # SMTP_TIMEOUT config.check asks for, but eight slow RCPTs would outlast the
-    # claim: the worker cuts the send off at LOCK_TIMEOUT / 2 instead.
-    smtp_app.config.update(SMTP_TIMEOUT=0.4, LOCK_TIMEOUT=1.6)
-    smtp.recorder.rcpt_delay = 0.25
+    # SMTP_TIMEOUT config.check asks for, but eight slow RCPTs (6 s) would outlast the
+    # claim (4 s): the worker cuts the send off at LOCK_TIMEOUT / 2 (2 s) instead, and so
+    # ends inside the claim with 2 s to spare for a busy machine.
+    smtp_app.config.update(SMTP_TIMEOUT=1.0, LOCK_TIMEOUT=4.0)
+    smtp.recorder.rcpt_delay = 0.75
     message = make_message(to=[f"r{n}@example.com" for n in range(8)])
     started = time.monotonic()
     tally = Worker().drain()
-    assert time.monotonic() - started < 1.6
+    assert time.monotonic() - started < 4.0
     assert (tally.deferred, tally.lost) == (1, 0)
     row = fresh(message.id)
     assert (row.status, row.attempts, row.locked_by) == (Status.DEFERRED, 1, None)
-    assert "longer than 0.8s" in row.last_error
+    assert "longer than 2s" in row.last_error
     assert smtp.received == []
-    time.sleep(1.7)
-    assert queue.release_stale(smtp_app.config["LOCK_TIMEOUT"]) == 0
+    # Once the claim would have run out, there is nothing left for the sweep to take back.
+    later = utcnow() + timedelta(seconds=4.1)
+    assert queue.release_stale(smtp_app.config["LOCK_TIMEOUT"], now=later) == 0
 
 
 def test_send_queued_prints_what_happened(smtp_app, smtp, runner, make_message):

@@ -90,3 +90,28 @@ def test_every_setting_has_a_description_and_its_type():
     for name, default in config.DEFAULTS.items():
         if default is not None and not isinstance(default, frozenset):  # sets: kinds of their own
             assert config.type_name(name) == KINDS[type(default)], name
+
+
+def test_a_process_loads_the_migration_tools_only_to_migrate(tmp_path):
+    # A worker or `outbox smtpd` starts without Alembic (and its Mako and Pygments); `outbox
+    # db` and the readiness probe still find them when asked.
+    script = (
+        "import sys\n"
+        "from outbox import create_app\n"
+        "from outbox.ops import probes\n"
+        f"app = create_app({{'DATABASE_URL': 'sqlite:///{tmp_path}/o.sqlite3'}})\n"
+        "heavy = {'alembic', 'flask_migrate', 'mako', 'pygments'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+        "with app.app_context():\n"
+        "    print(probes.schema_head())\n"
+        "print(app.extensions['migrate'].directory.endswith('migrations'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=True, cwd=tmp_path)  # fmt: skip
+    loaded, head, bound = done.stdout.splitlines()
+    assert loaded == "[]"
+    assert head.isdigit()
+    assert bound == "True"
+    listed = subprocess.run([sys.executable, "-m", "outbox", "db", "--help"],
+                            capture_output=True, text=True, check=True, cwd=tmp_path)  # fmt: skip
+    assert "upgrade" in listed.stdout

@@ -8,7 +8,8 @@ from outbox.ops import probes
 
 def revisions(app) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """The scripts' head and the revision before it, as the checks name them."""
-    head = app.extensions[probes.HEAD]
+    with app.app_context():
+        head = probes.schema_head()
     scripts = ScriptDirectory(MIGRATIONS)
     return head, scripts.get_revision(head).down_revision
 

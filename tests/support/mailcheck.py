@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from outbox.core.addresses import LINE_BREAK, a_label
 from outbox.core.checks import Upload
 from outbox.core.recipients import decode, encode
-from outbox.mail import encoding
+from outbox.mail import encoding, feedback_id
 from outbox.mail.encoding import NEWLINE
 
 ATEXT = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
@@ -141,6 +141,9 @@ def check(data: bytes, row: Any, attachments: list[Upload], utf8: bool) -> None:
     assert "Bcc" not in head
     for name, value in (row.headers or {}).items():
         assert head[name] == value, name
+    if not any(name.lower() == "feedback-id" for name in row.headers or {}):
+        wanted = feedback_id.value(row.id, row.mailing_id, row.stream)
+        assert head.get_all("Feedback-ID") == [wanted]
     text, html = row.text_body, row.html_body
     if text is None and html is None:
         text = ""
@@ -248,6 +251,9 @@ ROWS = st.fixed_dictionaries(
             max_size=3,
         ),
         "message_id": st.sampled_from(["<1.2@example.com>", "<3.4@bücher.example>"]),
+        "id": st.integers(min_value=1, max_value=2**63 - 1),
+        "mailing_id": st.none() | st.integers(min_value=1, max_value=2**63 - 1),
+        "stream": st.sampled_from(["transactional", "broadcast"]),
     }
 )
 
@@ -257,6 +263,7 @@ def make_row(**fields: Any) -> SimpleNamespace:
         "subject": "Hi", "from_addr": "z@example.com", "from_name": "", "reply_to": None,
         "reply_to_name": "", "recipients": [{"kind": "to", "address": "a@example.com"}],
         "text_body": "Hi", "html_body": None, "headers": {}, "message_id": "<1.2@example.com>",
+        "id": 1, "mailing_id": None, "stream": "transactional",
     }  # fmt: skip
     values.update(fields)
     values["recipients"] = decode(values["recipients"])  # as the column type reads it

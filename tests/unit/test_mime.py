@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from outbox.core.checks import Upload
-from outbox.mail import mime
+from outbox.mail import feedback_id, mime
 from outbox.mail.rendered import Features
 from outbox.queue.store import msgid_domain
 from tests.support.mailcheck import (
@@ -206,3 +206,28 @@ def test_a_recipient_listed_twice_is_sent_to_once() -> None:
 def test_prepare_refuses_rows_that_can_never_go(change, error) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(mime.BuildError, match=error):
         mime.prepare(make_row(**change), [])
+
+
+def test_every_mail_names_its_message_or_mailing_in_a_feedback_id() -> None:
+    message = parsed(data_of(make_row(id=41, stream="transactional")), False)
+    assert message["Feedback-ID"] == "41:transactional:message:outbox"
+    mailing = parsed(data_of(make_row(id=42, mailing_id=7, stream="broadcast")), False)
+    assert mailing["Feedback-ID"] == "7:broadcast:mailing:outbox"
+    read = feedback_id.read
+    assert read(message["Feedback-ID"]) == feedback_id.FeedbackId("message", 41, "transactional")
+    assert read(mailing["Feedback-ID"]) == feedback_id.FeedbackId("mailing", 7, "broadcast")
+
+
+def test_an_apps_own_feedback_id_goes_instead_of_outboxs() -> None:
+    data = data_of(make_row(headers={"feedback-id": "c1:shop:receipt:acme"}))
+    assert parsed(data, False).get_all("Feedback-ID") == ["c1:shop:receipt:acme"]
+    assert feedback_id.read("c1:shop:receipt:acme") is None
+
+
+NOT_OURS = ["", "x:transactional:message:outbox", "1:2:message:outbox",
+            "1:broadcast:message:other", "1:broadcast:thing:outbox"]  # fmt: skip
+
+
+@pytest.mark.parametrize("text", NOT_OURS)
+def test_a_feedback_id_outbox_did_not_write_names_nothing(text: str) -> None:
+    assert feedback_id.read(text) is None

@@ -54,6 +54,8 @@ STORED = {
     '"reply": "hard bounce", "attempts": 0}]',
     "bounced": '[{"kind": "to", "address": "a@x.example", "state": "bounced", "dsn": "5.1.1", '
     '"reply": "user unknown", "attempts": 1, "code": 550}]',
+    "complained": '[{"kind": "to", "address": "a@x.example", "reply": "abuse report from '
+    'Yahoo", "state": "complained", "attempts": 1}]',
     "two": '[{"kind": "to", "address": "a@x.example"}, {"kind": "cc", "address": "b@x.example", '
     '"code": 421, "reply": "try later"}]',
 }
@@ -124,7 +126,7 @@ ALLOWED = {
     (State.DEFERRED, State.PENDING), (State.DEFERRED, State.SENT),
     (State.DEFERRED, State.FAILED), (State.DEFERRED, State.SUPPRESSED),
     (State.DEFERRED, State.CANCELLED),
-    (State.SENT, State.BOUNCED),
+    (State.SENT, State.BOUNCED), (State.SENT, State.COMPLAINED),
     (State.FAILED, State.PENDING), (State.FAILED, State.SUPPRESSED),
     (State.CANCELLED, State.PENDING), (State.CANCELLED, State.SUPPRESSED),
     (State.SUPPRESSED, State.PENDING),
@@ -142,6 +144,10 @@ STANDING = {
     ),
     State.BOUNCED: (
         Recipient(Kind.TO, "a@x.example", state=State.BOUNCED, attempts=1, dsn="5.1.1"),
+        Status.SENT,
+    ),
+    State.COMPLAINED: (
+        Recipient(Kind.TO, "a@x.example", reply="abuse", state=State.COMPLAINED, attempts=1),
         Status.SENT,
     ),
 }

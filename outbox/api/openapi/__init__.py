@@ -4,7 +4,7 @@ import functools
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from outbox.api.openapi import mailings, queuing, suppressions, webhooks
+from outbox.api.openapi import domains, mailings, queuing, suppressions, webhooks
 from outbox.api.openapi.examples import DOCUMENT, exemplify
 from outbox.api.openapi.parts import (
     UNAUTHORIZED,
@@ -58,6 +58,7 @@ def _schemas() -> dict[str, Schema]:
         **suppressions.schemas(),
         **webhooks.schemas(),
         **mailings.schemas(),
+        **domains.schemas(),
     }
 
 
@@ -103,6 +104,7 @@ def _paths() -> dict[str, Schema]:
         "/api/webhooks/{id}/disable": webhooks.switch("Disable a webhook endpoint"),
         "/api/webhooks/{id}/deliveries": webhooks.deliveries(),
         **mailings.paths(),
+        **domains.paths(),
     }
 
 

@@ -156,6 +156,34 @@ EXAMPLES: dict[str, Any] = {
         "error": "the mailing is cancelled, not open or paused",
         "state": "cancelled",
     },
+    "DomainReport": {
+        "checked_at": "2026-01-15T09:30:00Z",
+        "verdict": "problem",
+        "notes": ["PTR is not checked: the routes file names no source address outbox sends from"],
+        "domains": [
+            {
+                "domain": "example.com",
+                "roles": ["dkim", "from"],
+                "verdict": "problem",
+                "checks": [
+                    {
+                        "name": "SPF",
+                        "verdict": "ok",
+                        "found": "v=spf1 ip4:203.0.113.5 -all",
+                        "publish": None,
+                        "why": "parses, 0 look-ups of 10; authorises 1 route address",
+                    },
+                    {
+                        "name": "DMARC",
+                        "verdict": "problem",
+                        "found": "v=DMARC1; p=reject",
+                        "publish": None,
+                        "why": "p=reject at _dmarc.example.com; no DKIM signature",
+                    },
+                ],
+            }
+        ],
+    },  # fmt: skip
 }
 DOCUMENT = {"openapi": "3.1.0", "info": {"title": "outbox", "version": "1.0"}, "paths": {}}
 

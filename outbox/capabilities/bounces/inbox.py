@@ -7,10 +7,11 @@ from outbox.models import ID_RANGE, BounceMail
 from outbox.models.db import db
 
 PAGE = 50  # mails on one page of the inbox
-# The inbox's tabs: every mail, then by what reading it found. "unmatched" is a bounce or
-# report that names no message of outbox; "unparsed" is a mail nothing could be read from.
-FILTERS = ("all", "hard", "soft", "unmatched", "unparsed", "auto-reply")
-REPORTS = ("hard", "soft", "other")
+# The inbox's tabs: every mail, then by what reading it found. "complaint" is the
+# complaints view: the feedback reports. "unmatched" is a bounce or report that names no
+# message of outbox; "unparsed" is a mail nothing could be read from.
+FILTERS = ("all", "hard", "soft", "complaint", "unmatched", "unparsed", "auto-reply")
+REPORTS = ("hard", "soft", "other", "complaint")
 
 
 def _filtered(chosen: str) -> Select[BounceMail]:

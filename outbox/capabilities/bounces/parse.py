@@ -5,7 +5,8 @@ are read with the email package, one recipient block at a time. Anything else go
 flufl.bounce, which knows the failed addresses of many MTAs' own formats (Exim,
 qmail, old Exchange, ...) and whether each failure is permanent. A mail that is an
 auto-reply (Auto-Submitted: auto-replied from a person, X-Autoreply, Precedence:
-auto_reply, an out-of-office subject) is not a bounce. Pure: no database, no Flask.
+auto_reply, an out-of-office subject) is not a bounce. A feedback report (a complaint,
+RFC 5965) is read by feedback.py and is of its own kind. Pure: no database, no Flask.
 """
 
 import email
@@ -19,7 +20,10 @@ from email.message import Message
 
 from flufl.bounce import all_failures
 
+from outbox.capabilities.bounces import feedback
+
 HARD, SOFT, AUTO_REPLY, UNPARSED, OTHER = "hard", "soft", "auto-reply", "unparsed", "other"
+COMPLAINT = "complaint"
 STATUS = re.compile(r"\b([245])\.(\d{1,3})\.(\d{1,3})\b")
 SMTP_CODE = re.compile(r"^\s*(?:smtp\s*;\s*)?([245]\d\d)\b[ -]?", re.IGNORECASE)
 DIAGNOSTIC_TYPE = re.compile(r"^\s*(?:smtp|x-[\w-]+)\s*;\s*", re.IGNORECASE)
@@ -65,12 +69,13 @@ class Failure:
 class Read:
     """What a bounce mail turned out to be."""
 
-    kind: str  # hard, soft, auto-reply, unparsed or other
+    kind: str  # hard, soft, complaint, auto-reply, unparsed or other
     failures: list[Failure] = field(default_factory=list)
     message_id: str | None = None  # the returned mail's own Message-ID, as sent
     subject: str = ""
     from_header: str = ""
     to_headers: list[str] = field(default_factory=list)  # To, Delivered-To, X-Original-To...
+    complaint: feedback.Complaint | None = None  # what a feedback report says
 
 
 def read(raw: bytes) -> Read:
@@ -80,9 +85,13 @@ def read(raw: bytes) -> Read:
     for name in ("Delivered-To", "X-Original-To", "Envelope-To", "X-Envelope-To", "To"):
         found.to_headers += [str(value) for value in mail.get_all(name, [])]
     found.message_id = _returned_message_id(mail, raw)
-    report = _delivery_status(mail)
-    if report is not None:
-        found.failures = _dsn_failures(report)
+    found.complaint = feedback.report(mail)
+    if found.complaint is not None:
+        found.kind = COMPLAINT
+        return found
+    status = _delivery_status(mail)
+    if status is not None:
+        found.failures = _dsn_failures(status)
     elif not _auto_reply(mail):
         found.failures = _flufl_failures(mail)
     elif not MAILER.search(found.from_header):

@@ -6,11 +6,16 @@ later is not a status move), suppresses the address, and emits recipient.bounced
 soft bounce is recorded and shown, nothing more. What cannot be read or matched stays
 in the bounce inbox.
 
-A hard bounce can come before the worker has recorded the send it returns: outcomes are
-recorded in groups, and a server may bounce within milliseconds. Such a bounce waits
-(BounceMail.waiting) and is applied in the transaction that records its recipient's
-outcome (apply_waiting, a hook of queue.record): marked if the recipient was sent, still
-waiting if it was deferred (a later attempt may send it), left as on time if it failed.
+A complaint (an ARF feedback report, matched by VERP, the returned Message-ID, then the
+Feedback-ID) marks its recipient "complained" if it was sent, suppresses the address
+(source complaint), and emits recipient.complained.
+
+A hard bounce or a complaint can come before the worker has recorded the send it returns:
+outcomes are recorded in groups, and a server may bounce within milliseconds. Such a
+report waits (BounceMail.waiting) and is applied in the transaction that records its
+recipient's outcome (apply_waiting, a hook of queue.record): marked if the recipient was
+sent, still waiting if it was deferred (a later attempt may send it), left as on time if
+it failed.
 """
 
 import functools
@@ -21,17 +26,19 @@ from datetime import datetime
 from typing import Any, cast
 
 from flask import current_app
-from sqlalchemy import CursorResult, Executable, Table, bindparam, delete, select, true
+from sqlalchemy import CursorResult, Executable, Table, Text, bindparam, delete, select, true
+from sqlalchemy import cast as sql_cast
 from sqlalchemy.exc import IntegrityError
 
 from outbox import queue
 from outbox.auth import audit
 from outbox.capabilities import suppression
-from outbox.capabilities.bounces import parse, verp
+from outbox.capabilities.bounces import feedback, parse, verp
 from outbox.capabilities.webhooks import events
 from outbox.core.addresses import listed
 from outbox.core.recipients import Recipient, State, moved, state
 from outbox.core.status import Status
+from outbox.mail import feedback_id
 from outbox.models import BounceMail, Message, utcnow
 from outbox.models.db import db
 from outbox.models.drivers import UNREACHABLE
@@ -41,15 +48,23 @@ log = logging.getLogger("outbox.bounces")
 EARLY = (State.PENDING, State.DEFERRED)
 HELD = (Status.QUEUED, Status.SENDING)  # a worker may write the recipients column
 PURGE_BATCH = 500
+SETTLED = (parse.HARD, parse.SOFT, parse.OTHER, parse.COMPLAINT)  # the kinds matched
 BOUNCES = cast(Table, BounceMail.__table__)
-# Every recipient of a message sees its Message-ID, and could write a "bounce" naming
-# another recipient. With VERP on, a real bounce comes to the recipient's own return path.
+# Every recipient of a message sees its Message-ID (and Feedback-ID), and could write a
+# "bounce" or a "complaint" naming another recipient. With VERP on, a real bounce comes
+# to the recipient's own return path, and a real complaint returns it.
 FORGEABLE = ("matched by its Message-ID alone: with VERP on, only a bounce to the "
              "recipient's own return path marks it")  # fmt: skip
+FORGEABLE_COMPLAINT = ("matched by its {} alone: with VERP on, only a complaint naming the "
+                       "recipient's own return path marks it")  # fmt: skip
 # Nothing answers a mail sent with MAIL FROM:<> (RFC 5321 4.5.5); a "bounce" of one is
 # someone's mistake or a forgery, and marks nothing.
 NULL_SENDER = "its message went with the null sender (MAIL FROM:<>), which takes no bounces"
 NONE_LEFT = "no recipient of the message was left to mark as bounced"
+NOT_SENT = "its recipient stands {}, not sent: nothing to mark as complained"
+UNNAMED = ("names no recipient of the message (the provider may have redacted it), and the "
+           "message has more than one")  # fmt: skip
+MATCHED_BY = {"message-id": "Message-ID", "feedback-id": "Feedback-ID"}
 WAITING = "came before its recipient's send was recorded: applied when it is"
 APPLIED_LATE = "came before its recipient's send was recorded: applied when it was"
 
@@ -131,35 +146,53 @@ def process(pk: int) -> BounceMail:
     if first is not None:
         row.recipient, row.status = first.address[:998], first.status
         row.diagnostic = first.diagnostic
+    if found.complaint is not None:
+        _note_complaint(row, found.complaint)
     row.processed_at = utcnow()
-    marked = _settle(row, found) if found.kind in (parse.HARD, parse.SOFT, parse.OTHER) else []
+    marked = _settle(row, found) if found.kind in SETTLED else []
     db.session.commit()
     if marked:
-        audit.record("bounce", row.message_pk, _told(marked, pk))
+        audit.record(*_told(found.kind, marked, pk, row.message_pk))
     return row
 
 
+def _note_complaint(row: BounceMail, complaint: feedback.Complaint) -> None:
+    """What the inbox shows of a complaint: its recipient, its type, who reported it."""
+    by = f"reported by {complaint.user_agent}" if complaint.user_agent else None
+    row.recipient, row.status, row.diagnostic = complaint.recipient, complaint.feedback_type, by
+    row.results = [{"address": complaint.recipient, "action": "complained",
+                    "status": complaint.feedback_type, "diagnostic": by,
+                    "hard": False}]  # fmt: skip
+
+
 def _settle(row: BounceMail, found: parse.Read) -> list[str]:
-    """Match a report to its message and, if it is a hard bounce, apply it; the addresses marked."""
+    """Match a report to its message, apply a hard bounce or a complaint; the addresses marked."""
     row.waiting = False  # until _apply finds a recipient that may yet be sent
     message, index, row.matched_by = _match(found, (row.envelope_to or "").splitlines())
     if message is None:
         row.note = "no message of outbox matches its return path or Message-ID"
         return []
     row.message_pk = message.id
-    if found.kind != parse.HARD:
+    if found.kind not in (parse.HARD, parse.COMPLAINT):
         return []
-    if message.envelope_from == "":
+    if found.kind == parse.HARD and message.envelope_from == "":
         row.note = NULL_SENDER
         return []
-    if row.matched_by == "message-id" and verp_on():
-        row.note = FORGEABLE
+    if row.matched_by != "verp" and verp_on():
+        by = MATCHED_BY.get(row.matched_by or "", row.matched_by)
+        row.note = FORGEABLE_COMPLAINT.format(by) if found.complaint else FORGEABLE
         return []
+    if found.complaint is not None:
+        return _complain(row, _locked(message.id), index, found.complaint)
     return _apply(row, _locked(message.id), index, found.failures)
 
 
-def _told(marked: list[str], pk: int) -> str:
-    return f"bounced: {', '.join(marked)} (bounce mail #{pk})"
+def _told(
+    kind: str, marked: list[str], pk: int, message_pk: int | None
+) -> tuple[str, int | None, str]:
+    """The audit event of a report applied: its action, its message, what it says."""
+    action, done = ("complaint", "complained") if kind == parse.COMPLAINT else ("bounce", "bounced")
+    return action, message_pk, f"{done}: {', '.join(marked)} (bounce mail #{pk})"
 
 
 def _locked(pk: int) -> Message:
@@ -209,10 +242,11 @@ def _apply_late(pk: int) -> None:
             row = db.session.get(BounceMail, pk, populate_existing=True)
             if row is None or not row.waiting:
                 return
-            marked = _settle(row, parse.read(row.raw))
+            found = parse.read(row.raw)
+            marked = _settle(row, found)
             if marked:
                 row.note = WAITING if row.waiting else APPLIED_LATE
-                audit.add("bounce", row.message_pk, _told(marked, pk))
+                audit.add(*_told(found.kind, marked, pk, row.message_pk))
     except UNREACHABLE:
         raise  # the database's trouble: the recording is tried again as a whole
     except Exception:
@@ -222,11 +256,17 @@ def _apply_late(pk: int) -> None:
 def _match(
     found: parse.Read, envelope_to: list[str]
 ) -> tuple[Message | None, int | None, str | None]:
-    """The message a bounce returns and its recipient's index: by VERP, then by Message-ID."""
+    """The message a bounce or complaint returns and its recipient's index: by VERP, then
+    by Message-ID, then (a complaint) by Feedback-ID."""
     config = current_app.config
     bounce_address = config.get("BOUNCE_ADDRESS")
+    complaint = found.complaint
+    named = _named(found)
     if bounce_address:
-        for _, address in listed([*envelope_to, *found.to_headers]):
+        # A complaint comes to the address given to the provider's feedback loop: the
+        # return path is the one its report names, or the returned mail's Return-Path.
+        returned = [complaint.mail_from, complaint.return_path] if complaint else []
+        for _, address in listed([*envelope_to, *found.to_headers, *filter(None, returned)]):
             target = verp.target(address, bounce_address, current_app.secret_key or "")
             if target is None:
                 continue
@@ -239,16 +279,44 @@ def _match(
         rows = db.session.scalars(
             select(Message).where(Message.message_id.in_(wanted)).order_by(Message.id)
         ).all()
-        message = _part_of(list(rows), found.failures)
+        message = _part_of(list(rows), named)
         if message is not None:
             return message, None, "message-id"
+    names = feedback_id.read(complaint.feedback_id) if complaint else None
+    if names is not None:
+        message = _of_feedback_id(names, named)
+        if message is not None:
+            return message, None, "feedback-id"
     return None, None, None
 
 
-def _part_of(rows: list[Message], failures: list[parse.Failure]) -> Message | None:
+def _named(found: parse.Read) -> list[str]:
+    """The recipients a bounce or complaint names, the ones it reports failed first."""
+    if found.complaint is not None:
+        return [found.complaint.recipient] if found.complaint.recipient else []
+    failures = found.failures
+    return [f.address for f in failures if f.hard] or [f.address for f in failures]
+
+
+def _of_feedback_id(names: feedback_id.FeedbackId, named: list[str]) -> Message | None:
+    """The message a Feedback-ID of outbox names: the message itself, or of a mailing's
+    (one recipient each), the one to the recipient the complaint names."""
+    if names.kind == feedback_id.MESSAGE:
+        return db.session.get(Message, names.pk)
+    if not named:
+        return None
+    local = named[0].rpartition("@")[0]
+    rows = db.session.scalars(
+        select(Message).where(Message.mailing_id == names.pk,
+                              sql_cast(Message.recipients, Text).contains(local, autoescape=True))
+        .order_by(Message.id).limit(100)
+    ).all()  # fmt: skip
+    return next((m for m in rows if any(_same(named[0], e.address) for e in m.recipients)), None)
+
+
+def _part_of(rows: list[Message], named: list[str]) -> Message | None:
     """Of the rows sharing a Message-ID (the parts of a mail handed over in several SMTP
     transactions), the one sent to a recipient the bounce names; else the first."""
-    named = [f.address for f in failures if f.hard] or [f.address for f in failures]
     for message in rows:
         if any(_same(a, e.address) for a in named for e in message.recipients):
             return message
@@ -301,6 +369,46 @@ def _apply(row: BounceMail, message: Message, index: int | None,
         if entries[i].address in marked:
             _bounced(row, message, entries[i].address, chosen[i], now)
     return marked
+
+
+def _complain(row: BounceMail, message: Message, index: int | None,
+              complaint: feedback.Complaint) -> list[str]:  # fmt: skip
+    """Mark the recipient a complaint is of as complained; the address marked, if it was."""
+    entries: list[Recipient] = list(message.recipients)
+    if index is None:
+        index = _complained_of(entries, complaint)
+    if index is None:
+        row.note = UNNAMED
+        return []
+    found = state(entries[index], message.status)
+    if found in EARLY or (found is State.SENT and message.status in HELD):
+        row.waiting, row.note = True, WAITING  # it may yet be sent, or a worker holds it
+        return []
+    if found is not State.SENT:
+        row.note = NOT_SENT.format(found)
+        return []
+    own, address = entries[index].attempts, entries[index].address
+    entries[index] = moved(entries[index], message.status, State.COMPLAINED, reply=complaint.said,
+                           attempts=message.attempts if own is None else own)  # fmt: skip
+    if not queue.write_recipients(message.id, (Status.SENT, Status.DEFERRED), entries):
+        row.note = "the message was being sent again; the recipient was not marked"
+        return []
+    row.recipient = row.recipient or address
+    events.emit(events.COMPLAINED, message_pk=message.id, message_id=message.message_id,
+                recipient=address, text=complaint.said, at=utcnow())  # fmt: skip
+    suppression.add(address, complaint.said, "complaint", message_pk=message.id, bounce_pk=row.id)
+    return [address]
+
+
+def _complained_of(entries: list[Recipient], complaint: feedback.Complaint) -> int | None:
+    """The index of the recipient a complaint names; providers that redact it leave only a
+    message of one recipient (a mailing's) to say whose it is."""
+    if complaint.recipient:
+        found = next((i for i, e in enumerate(entries) if _same(complaint.recipient, e.address)),
+                     None)  # fmt: skip
+        if found is not None:
+            return found
+    return 0 if all(_same(entries[0].address, e.address) for e in entries) else None
 
 
 def _bounced(row: BounceMail, message: Message, address: str, failure: parse.Failure,

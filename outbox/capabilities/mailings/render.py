@@ -131,6 +131,7 @@ def prepare(row: Any) -> mime.Mail:
         headers=headers, recipients=row.recipients, message_id=row.message_id,
         from_addr=row.from_addr, from_name=row.from_name,
         reply_to=row.reply_to, reply_to_name=row.reply_to_name,
+        id=row.id, mailing_id=row.mailing_id, stream=row.stream,
     )  # fmt: skip
     mail = mime.prepare(view, found)  # type: ignore[arg-type]
     mail.signers = keyring.signers_for(row.from_addr)

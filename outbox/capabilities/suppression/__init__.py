@@ -24,10 +24,11 @@ from outbox.core.streams import Stream
 from outbox.models import Suppression, Timestamp, utcnow
 from outbox.models.db import AUTOCOMMIT, db
 
-SOURCES = ("bounce", "smtp", "manual", "import", "unsubscribe")
+SOURCES = ("bounce", "complaint", "smtp", "manual", "import", "unsubscribe")
 # Sources whose entries keep broadcast mail only from an address: a person who left a
-# newsletter still gets the password reset they ask for. Bounces, the mail servers'
-# refusals and staff's own entries keep every stream's mail away.
+# newsletter still gets the password reset they ask for. Bounces, complaints (a mailbox
+# provider counts a complaint against the sender whatever the mail was), the mail
+# servers' refusals and staff's own entries keep every stream's mail away.
 BROADCAST_ONLY = frozenset({"unsubscribe"})
 REASON_CHARS = 1000  # a reason is cut to this many characters
 MODES = ("mark", "reject")  # OUTBOX_SUPPRESSED: record suppressed recipients, or refuse them
@@ -122,7 +123,7 @@ def find(address: str) -> Suppression | None:
 
 def _creator(source: str) -> str:
     """Who made an entry: outbox itself for what the mail servers said, else the actor."""
-    if source in ("bounce", "smtp", "unsubscribe"):
+    if source in ("bounce", "complaint", "smtp", "unsubscribe"):
         return f"outbox ({source})"
     return actor()[0][:255]
 

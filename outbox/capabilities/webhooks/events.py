@@ -31,8 +31,9 @@ DEFERRED = "message.deferred"
 FAILED = "message.failed"
 REFUSED = "recipient.failed"  # refused for good, in a message sent to others or waiting
 BOUNCED = "recipient.bounced"
+COMPLAINED = "recipient.complained"  # reported as spam by its mailbox (a feedback report)
 SUPPRESSED = "recipient.suppressed"
-KINDS = (SENT, DEFERRED, FAILED, REFUSED, BOUNCED, SUPPRESSED)
+KINDS = (SENT, DEFERRED, FAILED, REFUSED, BOUNCED, COMPLAINED, SUPPRESSED)
 TEST = "webhook.test"  # an endpoint's "send a test event", to that endpoint alone
 # The event each recorded status tells of (recorded, lost).
 BY_STATUS = {Status.SENT: SENT, Status.DEFERRED: DEFERRED, Status.FAILED: FAILED}
