@@ -13,6 +13,7 @@ from typing import Any
 from outbox.auth import settings as auth
 from outbox.capabilities import retention
 from outbox.capabilities.bounces import settings as bounces
+from outbox.capabilities.capture import settings as capture
 from outbox.capabilities.dkim import settings as dkim
 from outbox.capabilities.domains import settings as domains
 from outbox.capabilities.mailings import settings as mailings
@@ -67,7 +68,7 @@ APP = Group(
 
 # In the order the reference shows them and their checks run.
 GROUPS: tuple[Group, ...] = (
-    APP, messages.GROUP, routes.GROUP, worker.GROUP, auth.GROUP, ops.GROUP,
+    APP, messages.GROUP, routes.GROUP, capture.GROUP, worker.GROUP, auth.GROUP, ops.GROUP,
     suppression.GROUP, retention.GROUP, dkim.GROUP, domains.GROUP, mailings.GROUP, bounces.GROUP,
     webhooks.GROUP, submission.GROUP,
 )  # fmt: skip

@@ -21,6 +21,7 @@ from sqlalchemy import Table, delete, func, select, update
 from outbox.auth import audit
 from outbox.capabilities import suppression, webhooks
 from outbox.capabilities.bounces import store as bounce_store
+from outbox.capabilities.capture import store as captured
 from outbox.capabilities.mailings import purge as mailings
 from outbox.core.config_schema import INT, Group, Setting
 from outbox.models import (
@@ -249,6 +250,7 @@ def _remove(ids: list[int]) -> Purged:
     attempts = list(db.session.scalars(select(ATTEMPTS.c.id).where(ATTEMPTS.c.message_pk.in_(ids))))
     _remove_attachments(attachments)
     _remove_raw(ids)
+    captured.remove_of(ids)  # capture: the copies kept instead of sending
     if attempts:
         db.session.execute(delete(ATTEMPTS).where(ATTEMPTS.c.id.in_(attempts)))
     if db.engine.dialect.name == "sqlite":  # no ON DELETE SET NULL without its pragma
@@ -264,6 +266,7 @@ def _drop_bodies(now: datetime) -> Any:
         attachments = _attachment_ids(ids)
         _remove_attachments(attachments)
         _remove_raw(ids)
+        captured.remove_of(ids)  # a captured copy is the body as it went
         dropped = moves.drop_bodies(ids, now)  # not a move: the status stays
         return Purged(attachments=len(attachments), bodies_dropped=dropped)
 

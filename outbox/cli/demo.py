@@ -1,4 +1,5 @@
-"""`outbox demo`: the web app, a worker and a catch-all SMTP server, all on this machine."""
+"""`outbox demo`: the web app, a worker and a catch-all SMTP server, all on this machine, in
+capture mode: mail to the demo's own domain reaches its SMTP server, the rest is captured."""
 
 import errno
 import itertools
@@ -28,15 +29,29 @@ log = logging.getLogger("outbox.demo")
 DEMO_SENDER = "outbox@demo.example"
 DEMO_USER = "staff@demo.example"
 HOST = "127.0.0.1"  # everything listens here only, so every visitor comes from here
+# Capture mode's allowlist: the demo's own domain goes to its SMTP server, whose answers
+# to these addresses show the other states; mail to any other address is captured.
+DEMO_DOMAIN = "demo.example"
+ANSWERS = {
+    f"defer@{DEMO_DOMAIN}": "451 4.2.0 demo: mailbox busy, try again later",
+    f"fail@{DEMO_DOMAIN}": "550 5.1.1 demo: no such user here",
+}
 
 
 class EmlSink:
-    """aiosmtpd handler that accepts everything and keeps each mail as an .eml file."""
+    """aiosmtpd handler that keeps each mail as an .eml file; ANSWERS' addresses it refuses."""
 
     def __init__(self, folder: Path):
         self.folder = folder
         self.counter = itertools.count(1)
         folder.mkdir(parents=True, exist_ok=True)
+
+    async def handle_RCPT(self, server, session, envelope, address, rcpt_options):  # type: ignore[no-untyped-def]  # noqa: N802
+        answer = ANSWERS.get(address.lower())
+        if answer:
+            return answer
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
 
     async def handle_DATA(self, server, session, envelope):  # type: ignore[no-untyped-def]  # noqa: N802
         stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -44,6 +59,14 @@ class EmlSink:
         path.write_bytes(envelope.content)
         log.info("demo SMTP server kept mail for %s as %s", ", ".join(envelope.rcpt_tos), path)
         return "250 OK kept"
+
+
+def _delivery(config: Any) -> str:
+    """What the demo does with mail, in a line of its banner."""
+    if config["DELIVERY"] != "allowlist" or config["DELIVERY_ALLOW"] != {f"@{DEMO_DOMAIN}"}:
+        return f"OUTBOX_DELIVERY={config['DELIVERY']}"
+    return (f"captured (the Captured page), but @{DEMO_DOMAIN}: to its SMTP server, where "
+            f"defer@ and fail@ are refused")  # fmt: skip
 
 
 def _fresh_token() -> str:
@@ -138,6 +161,9 @@ def run(create_app: Callable[[dict[str, Any]], Flask], port: int, smtp_port: int
     }
     if "OUTBOX_POLL_INTERVAL" not in os.environ:
         overrides["POLL_INTERVAL"] = 5.0  # quicker than production, to watch mail move
+    if "OUTBOX_DELIVERY" not in os.environ:  # nothing a newcomer types leaves this machine
+        overrides["DELIVERY"] = "allowlist"
+        overrides["DELIVERY_ALLOW"] = frozenset({f"@{DEMO_DOMAIN}"})
     app = create_app(overrides)
     logs.setup(app.config["LOG_FORMAT"])
     # The pages poll while open: a line for each request would bury everything else;
@@ -169,11 +195,12 @@ outbox demo
   web app      {base}
   database     {app.config["DATABASE_URL"]}
   SMTP server  {HOST}:{smtp_port}, mail kept in {folder}
+  delivery     {_delivery(app.config)}
   worker       polls every {app.config["POLL_INTERVAL"]:g}s
   sign in as   {DEMO_USER} / {password}
   API token    {token}
 
-Queue a message:
+Queue a message (captured; to=defer@{DEMO_DOMAIN} or fail@{DEMO_DOMAIN} for the other states):
   curl -s -H 'Authorization: Bearer {token}' \\
        -d to=someone@example.com -d subject=Hello -d text='Sent through outbox' \\
        {base}/api/messages

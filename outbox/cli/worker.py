@@ -4,6 +4,7 @@ import click
 from flask import current_app
 
 from outbox import worker
+from outbox.capabilities.capture import transport as capture
 from outbox.capabilities.routes import warn_unsafe as warn_unsafe_routes
 from outbox.cli.pause import said
 from outbox.core import logs
@@ -52,6 +53,7 @@ def send_queued_command() -> None:
         click.echo(f"sending is paused {said(paused)}; nothing sent (outbox resume to go on)")
         return
     warn_unsafe_routes(current_app._get_current_object())  # type: ignore[attr-defined]
+    capture.warn_mode(current_app.config)  # staging: mail kept, not sent
     drainer = worker.Worker()
     tally = drainer.drain()
     rollups.count_if_due(drainer.worker_id)

@@ -19,6 +19,7 @@ from flask_login import current_user, login_required
 from outbox import queue
 from outbox.auth import audit
 from outbox.capabilities.bounces import inbox
+from outbox.capabilities.capture import store as captured
 from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.submission import shown as raw_shown
 from outbox.core.latency import queue_to_sent
@@ -137,6 +138,7 @@ def show(message_pk: int) -> ResponseReturnValue:
         html_shown=SHOWN_HTML_CHARS,
         events=audit.of_message(message.id),
         bounces=inbox.of_message(message.id),
+        captured=captured.of_message(message.id),
         raw_parts=parts,
         other_parts=raw_shown.other_parts(message),
         **state,

@@ -12,6 +12,7 @@ from flask import current_app
 from outbox import queue
 from outbox.capabilities import routes, throttle
 from outbox.capabilities.bounces import verp
+from outbox.capabilities.capture.transport import Session
 from outbox.capabilities.dkim import keyring
 from outbox.capabilities.routes import health
 from outbox.core import deliveries
@@ -22,7 +23,6 @@ from outbox.models import utcnow
 from outbox.models.db import db
 from outbox.models.drivers import UNREACHABLE
 from outbox.ops import metrics
-from outbox.worker import sender
 from outbox.worker.connections import Pools
 from outbox.worker.tally import Tally
 
@@ -123,7 +123,7 @@ class BatchSender:
 
     def _send_on(
         self,
-        session: sender.SmtpSession,
+        session: Session,
         claims: list[queue.Claim],
         tally: Tally,
         renewed: list[float],
@@ -146,12 +146,12 @@ class BatchSender:
             if self.stop.is_set():
                 # Dropping the session drops a mail sent ahead: its content never went.
                 session.drop()
-                self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
                 tally.released += through_outage(queue.release, list(pending))
                 return []
             if time.monotonic() - renewed[0] > lease.renew_every:
                 # Never send on a claim another worker may already have taken.
-                self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
                 held = through_outage(queue.renew, list(pending), utcnow())
                 pending = deque(c for c in pending if c.id in held)
                 renewed[0] = time.monotonic()
@@ -168,12 +168,12 @@ class BatchSender:
                 ahead = None if isinstance(upcoming, queue.Finished) else upcoming
             done, moved = self._send(session, claim, mail, ahead, lease.send_deadline)
             del mail  # an attachment's data is not kept past its send
-            if done.route is not None:  # the route was spoken to: how it went (the routes page)
+            if done.route is not None and not session.captures:  # how the route went (routes page)
                 health.note(done.route, not moved, done.error if moved else None, utcnow())
             if moved and not last:
                 # The server, not the message: this one and the rest try the next route.
                 session.drop()
-                self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
                 return [claim, *pending]
             finished.append(done)
             if done.fault:
@@ -182,8 +182,8 @@ class BatchSender:
                 finished += [_faulted(c, done) for c in pending]
                 pending.clear()
             if len(finished) >= every or time.monotonic() - oldest > after:
-                self._record(finished, retry, tally)
-        self._record(finished, retry, tally)
+                self._record(finished, retry, tally, session)
+        self._record(finished, retry, tally, session)
         return []
 
     def _prepare(self, claim: queue.Claim) -> Sendable | queue.Finished:
@@ -202,7 +202,7 @@ class BatchSender:
 
     def _send(
         self,
-        session: sender.SmtpSession,
+        session: Session,
         claim: queue.Claim,
         mail: Sendable | queue.Finished,
         ahead: Sendable | None,
@@ -221,7 +221,7 @@ class BatchSender:
         claim = queue.Claim(claim.id, claim.worker_id, claim.attempts, claim.max_attempts, utcnow(),
                             stream=claim.stream)  # fmt: skip
         self.delays.append((claim.started_at - due_at).total_seconds())
-        result = sender.deliver(session, mail, deadline, ahead)
+        result = session.send(claim.id, mail, deadline, ahead)
         throttle.observe(row, result, route, utcnow())  # a 421 or 4.7.x slows the domain down
         moved = _transport_trouble(result)
         # The attempt's end was the message's alone (a fault, a mail that cannot be built),
@@ -240,10 +240,17 @@ class BatchSender:
                               settled.recipients, reply=result.reply, route=route.name,
                               queued_at=row.created_at), moved  # fmt: skip
 
-    def _record(self, finished: list[queue.Finished], retry: Retry, tally: Tally) -> None:
-        """Write the outcomes waiting in finished, then empty it."""
+    def _record(
+        self, finished: list[queue.Finished], retry: Retry, tally: Tally, session: Session
+    ) -> None:
+        """Write the outcomes waiting in finished, then empty it.
+
+        What the session keeps of them (capture's copies) is written first: an outcome
+        on record always has its copy.
+        """
         if not finished:
             return
+        through_outage(session.settle)
         recorded = through_outage(queue.record, finished, retry)
         for status in recorded.values():
             tally.sent += status is Status.SENT

@@ -1,9 +1,12 @@
-"""The SMTP connections a worker process keeps open: up to each route's limit, lent out."""
+"""The sessions a worker process keeps open, SMTP or capture by OUTBOX_DELIVERY: up to each
+route's limit, lent out."""
 
 import contextlib
 import threading
 from collections.abc import Iterator
 
+from outbox.capabilities.capture import transport
+from outbox.capabilities.capture.transport import Session
 from outbox.capabilities.routes import Route
 from outbox.worker.sender import SmtpSession
 
@@ -18,12 +21,12 @@ class Pools:
 
     def __init__(self) -> None:
         self.returned = threading.Condition()
-        self.free: dict[str, list[SmtpSession]] = {}
+        self.free: dict[str, list[Session]] = {}
         self.made: dict[str, int] = {}
-        self.sessions: list[SmtpSession] = []
+        self.sessions: list[Session] = []
 
     @contextlib.contextmanager
-    def session(self, route: Route) -> Iterator[SmtpSession]:
+    def session(self, route: Route) -> Iterator[Session]:
         """A session of route's, this thread's alone until the block ends."""
         with self.returned:
             while True:
@@ -33,7 +36,8 @@ class Pools:
                     break
                 if self.made.get(route.name, 0) < route.max_connections:
                     self.made[route.name] = self.made.get(route.name, 0) + 1
-                    session = SmtpSession(route)
+                    # SMTP, or capture's (OUTBOX_DELIVERY): read from the app's config
+                    session = transport.session(route, SmtpSession)
                     self.sessions.append(session)
                     break
                 self.returned.wait()

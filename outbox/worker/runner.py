@@ -16,6 +16,7 @@ from flask import Flask
 
 from outbox.capabilities import retention, routes, webhooks
 from outbox.capabilities.bounces import imap
+from outbox.capabilities.capture import transport as capture
 from outbox.models.db import db
 from outbox.ops import rollups
 from outbox.worker import Worker
@@ -124,6 +125,7 @@ def run(app: Flask) -> None:
                     pickup.says() if app.config["WAKE_UPS"] else ", wake-ups off")  # fmt: skip
     webhooks.warn_unsafe(app.config)
     routes.warn_unsafe(app)  # each route of OUTBOX_ROUTES, else the OUTBOX_MAIL_* server
+    capture.warn_mode(app.config)  # staging: mail kept, not sent
     scheduler.start()
     if app.config["WAKE_UPS"]:
         pickup.start()

@@ -59,6 +59,16 @@ class SmtpSession:
             return host
         return self.connection.host
 
+    captures = False  # a server is spoken to (capture.transport.Session)
+
+    def send(self, pk: int, mail: Sendable, deadline: float | None = None,
+             following: Sendable | None = None) -> Result:  # fmt: skip
+        """deliver() on this session; pk, the message's row, is for transports that keep mail."""
+        return deliver(self, mail, deadline, following)
+
+    def settle(self) -> None:
+        """Nothing kept to write: the server has the mail (capture.transport.Session)."""
+
     def abort(self) -> None:
         """Cut the connection from another thread: whatever waits on it fails at once."""
         self.aborted = True

@@ -5,6 +5,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
@@ -82,7 +83,9 @@ def test_demo_sends_a_queued_message_to_its_catch_all_server_and_logs_one_line(t
     try:
         assert demo.token.startswith("obx_")
         base = f"{demo.base}/api/messages"
-        queued = _call(base, demo.token, {"to": "ann@example.com", "text": "hi", "subject": "Demo"})
+        # The demo's own domain reaches its SMTP server; any other address is captured.
+        queued = _call(base, demo.token, {"to": "ann@demo.example", "text": "hi",
+                                          "subject": "Demo"})  # fmt: skip
         assert queued["status"] == "queued"
         deadline = time.monotonic() + processes.START_TIMEOUT
         while _call(f"{base}/{queued['id']}", demo.token)["status"] != "sent":
@@ -99,8 +102,31 @@ def test_demo_sends_a_queued_message_to_its_catch_all_server_and_logs_one_line(t
     # command or per request.
     lines = demo.stderr.read_text().splitlines()
     assert len(lines) == 2, lines
-    assert "demo SMTP server kept mail for ann@example.com" in lines[0]
+    assert "demo SMTP server kept mail for ann@demo.example" in lines[0]
     assert re.search(r"INFO \S+: sent 1, deferred 0, failed 0 in \d+\.\d s$", lines[1])
+
+
+def test_the_demo_captures_mail_to_other_addresses_and_its_server_defers_and_fails_some(
+    tmp_path,
+):
+    port, smtp_port = free_port(), free_port()
+    demo = start(tmp_path, port, smtp_port)
+    try:
+        base = f"{demo.base}/api/messages"
+        wanted = {"someone@example.com": "sent", "defer@demo.example": "deferred",
+                  "fail@demo.example": "failed"}  # fmt: skip
+        ids = {to: _call(base, demo.token, {"to": to, "text": "hi", "subject": to})["id"]
+               for to in wanted}  # fmt: skip
+        deadline = time.monotonic() + processes.START_TIMEOUT
+        while {to: _call(f"{base}/{pk}", demo.token)["status"] for to, pk in ids.items()} != wanted:
+            assert time.monotonic() < deadline, "the demo worker did not settle the messages"
+            time.sleep(0.2)
+        assert list((tmp_path / "mail").glob("*.eml")) == []  # the refused were not kept
+        with sqlite3.connect(tmp_path / "outbox.sqlite3") as db:
+            kept = db.execute("SELECT message_pk, recipients FROM captured").fetchall()
+        assert kept == [(ids["someone@example.com"], '["someone@example.com"]')]
+    finally:
+        assert processes.end(demo.process, signal.SIGINT) == 0
 
 
 CSRF = r'name="csrf_token" type="hidden" value="([^"]+)"'

@@ -90,6 +90,7 @@ class Site:
     url: str
     app: Flask
     smtp: SmtpServer
+    log: Path | None = None  # the worker's output
 
 
 @pytest.fixture(scope="module")
@@ -121,10 +122,23 @@ def _wait_for_heartbeat(app: Flask, worker: subprocess.Popen) -> None:  # type: 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     """Migrated SQLite file, live web server, SMTP server, a worker process, a staff account."""
-    tmp = tmp_path_factory.mktemp("browser")
+    with live_site(tmp_path_factory.mktemp("browser")) as found:
+        yield found
+
+
+@pytest.fixture(scope="module")
+def capture_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    """The site with its web app and worker in capture mode (OUTBOX_DELIVERY=capture)."""
+    with live_site(tmp_path_factory.mktemp("capture"), DELIVERY="capture") as found:
+        yield found
+
+
+@contextmanager
+def live_site(tmp: Path, **settings: str) -> Iterator[Site]:
+    """A site in tmp; settings (names without OUTBOX_) go to the web app and the worker alike."""
     url = f"sqlite:///{tmp / 'outbox.sqlite3'}"
     app = create_app({"DATABASE_URL": url, "SECRET_KEY": "browser-test",
-                      "MAIL_DEFAULT_SENDER": SENDER, "POLL_INTERVAL": 1.0})  # fmt: skip
+                      "MAIL_DEFAULT_SENDER": SENDER, "POLL_INTERVAL": 1.0, **settings})  # fmt: skip
     app.instance_path = str(tmp)
     with app.app_context():
         upgrade()
@@ -136,13 +150,14 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     env = dict(os.environ, OUTBOX_DATABASE_URL=url, OUTBOX_INSTANCE_PATH=str(tmp),
                OUTBOX_MAIL_PORT=str(smtp.port), OUTBOX_MAIL_DEFAULT_SENDER=SENDER,
                OUTBOX_POLL_INTERVAL="1", OUTBOX_RETRY_DELAY="1")  # fmt: skip
+    env.update({f"OUTBOX_{name}": value for name, value in settings.items()})
     log_path = tmp / "worker.log"
     log = log_path.open("w")
     worker = processes.start([sys.executable, "-m", "outbox", "worker"], env=env,
                              stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
     try:
         _wait_for_heartbeat(app, worker)
-        yield Site(f"http://127.0.0.1:{server.port}", app, smtp)
+        yield Site(f"http://127.0.0.1:{server.port}", app, smtp, log_path)
     finally:
         processes.end(worker, signal.SIGTERM, timeout=15)
         log.close()
