@@ -8,6 +8,7 @@ import os
 import secrets
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,6 +23,7 @@ from werkzeug.serving import run_simple
 
 from outbox import worker
 from outbox.auth import accounts, tokens
+from outbox.capabilities.bounces import store as bounces
 from outbox.core import logs
 from outbox.worker import runner
 
@@ -36,13 +38,53 @@ ANSWERS = {
     f"defer@{DEMO_DOMAIN}": "451 4.2.0 demo: mailbox busy, try again later",
     f"fail@{DEMO_DOMAIN}": "550 5.1.1 demo: no such user here",
 }
+# Taken, then returned: the server sends a delivery status notification (RFC 3464) back to
+# outbox's bounce intake, as a mail server that finds a mailbox gone after the fact does.
+BOUNCES = f"bounce@{DEMO_DOMAIN}"
+
+
+def returned(content: bytes, recipient: str) -> bytes:
+    """The bounce of a mail taken for recipient: the status report and the mail's headers."""
+    headers = content.replace(b"\r\n", b"\n").split(b"\n\n", 1)[0].decode("ascii", "replace")
+    boundary = f"demo-bounce-{secrets.token_hex(8)}"
+    return f"""\
+From: Mail Delivery System <mailer-daemon@{DEMO_DOMAIN}>
+To: {DEMO_SENDER}
+Subject: Undelivered Mail Returned to Sender
+MIME-Version: 1.0
+Content-Type: multipart/report; report-type=delivery-status; boundary="{boundary}"
+
+--{boundary}
+Content-Type: text/plain; charset=us-ascii
+
+The demo's server could not deliver your mail to {recipient}.
+
+--{boundary}
+Content-Type: message/delivery-status
+
+Reporting-MTA: dns; {DEMO_DOMAIN}
+
+Final-Recipient: rfc822; {recipient}
+Action: failed
+Status: 5.1.1
+Diagnostic-Code: smtp; 550 5.1.1 demo: this mailbox is gone
+
+--{boundary}
+Content-Type: text/rfc822-headers
+
+{headers}
+
+--{boundary}--
+""".replace("\n", "\r\n").encode("ascii", "replace")
 
 
 class EmlSink:
-    """aiosmtpd handler that keeps each mail as an .eml file; ANSWERS' addresses it refuses."""
+    """aiosmtpd handler that keeps each mail as an .eml file; ANSWERS' addresses it refuses,
+    and a mail to BOUNCES it takes, then returns to app's bounce intake."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, app: Flask | None = None):
         self.folder = folder
+        self.app = app
         self.counter = itertools.count(1)
         folder.mkdir(parents=True, exist_ok=True)
 
@@ -58,7 +100,16 @@ class EmlSink:
         path = self.folder / f"{stamp}-{os.getpid()}-{next(self.counter):05d}.eml"
         path.write_bytes(envelope.content)
         log.info("demo SMTP server kept mail for %s as %s", ", ".join(envelope.rcpt_tos), path)
+        if self.app is not None and BOUNCES in (rcpt.lower() for rcpt in envelope.rcpt_tos):
+            # After the reply, as a real server's bounce comes: outbox has the mail sent.
+            bounce = returned(envelope.content, BOUNCES)
+            threading.Thread(target=self._return, args=(bounce,), name="demo-bounce").start()
         return "250 OK kept"
+
+    def _return(self, bounce: bytes) -> None:
+        assert self.app is not None
+        with self.app.app_context():
+            bounces.take_in(bounce, via="demo", envelope_to=[DEMO_SENDER])
 
 
 def _delivery(config: Any) -> str:
@@ -66,7 +117,7 @@ def _delivery(config: Any) -> str:
     if config["DELIVERY"] != "allowlist" or config["DELIVERY_ALLOW"] != {f"@{DEMO_DOMAIN}"}:
         return f"OUTBOX_DELIVERY={config['DELIVERY']}"
     return (f"captured (the Captured page), but @{DEMO_DOMAIN}: to its SMTP server, where "
-            f"defer@ and fail@ are refused")  # fmt: skip
+            f"defer@ and fail@ are refused and bounce@ comes back")  # fmt: skip
 
 
 def _fresh_token() -> str:
@@ -181,7 +232,7 @@ def run(create_app: Callable[[dict[str, Any]], Flask], port: int, smtp_port: int
         password = _fresh_user()
 
     folder = Path(app.instance_path) / "mail"
-    sink = Controller(EmlSink(folder), hostname=HOST, port=smtp_port)
+    sink = Controller(EmlSink(folder, app), hostname=HOST, port=smtp_port)
     sink.start()
     scheduler = BackgroundScheduler(timezone="UTC")
     drainer = worker.Worker()
@@ -200,7 +251,7 @@ outbox demo
   sign in as   {DEMO_USER} / {password}
   API token    {token}
 
-Queue a message (captured; to=defer@{DEMO_DOMAIN} or fail@{DEMO_DOMAIN} for the other states):
+Queue a message (captured; to=defer@, fail@ or bounce@{DEMO_DOMAIN} for the other states):
   curl -s -H 'Authorization: Bearer {token}' \\
        -d to=someone@example.com -d subject=Hello -d text='Sent through outbox' \\
        {base}/api/messages

@@ -106,7 +106,7 @@ def test_demo_sends_a_queued_message_to_its_catch_all_server_and_logs_one_line(t
     assert re.search(r"INFO \S+: sent 1, deferred 0, failed 0 in \d+\.\d s$", lines[1])
 
 
-def test_the_demo_captures_mail_to_other_addresses_and_its_server_defers_and_fails_some(
+def test_the_demo_captures_mail_to_other_addresses_and_its_server_defers_fails_and_bounces(
     tmp_path,
 ):
     port, smtp_port = free_port(), free_port()
@@ -125,6 +125,17 @@ def test_the_demo_captures_mail_to_other_addresses_and_its_server_defers_and_fai
         with sqlite3.connect(tmp_path / "outbox.sqlite3") as db:
             kept = db.execute("SELECT message_pk, recipients FROM captured").fetchall()
         assert kept == [(ids["someone@example.com"], '["someone@example.com"]')]
+        # bounce@ is taken, then its server's bounce comes back to the bounce intake.
+        pk = _call(base, demo.token, {"to": "bounce@demo.example", "text": "hi"})["id"]
+
+        def bounced() -> list[str]:
+            found = _call(f"{base}/{pk}", demo.token)
+            return [found["status"], *(r["state"] for r in found["recipients"])]
+
+        while bounced() != ["sent", "bounced"]:
+            assert time.monotonic() < deadline + 30, f"no bounce came back: {bounced()}"
+            time.sleep(0.2)
+        assert len(list((tmp_path / "mail").glob("*.eml"))) == 1
     finally:
         assert processes.end(demo.process, signal.SIGINT) == 0
 
