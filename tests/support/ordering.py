@@ -18,6 +18,7 @@ LONGEST = [
     "tests/e2e/test_browser_pause.py",
     "tests/http/test_fuzz.py",
     "tests/e2e/test_browser_live.py",
+    "tests/e2e/test_accessibility.py",
     "tests/e2e/test_smtpd_envelope.py",
     "tests/soak/test_soak_drain.py",
     "tests/e2e/test_concurrency.py",
