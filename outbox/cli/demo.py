@@ -24,6 +24,7 @@ from werkzeug.serving import run_simple
 from outbox import worker
 from outbox.auth import accounts, tokens
 from outbox.capabilities.bounces import store as bounces
+from outbox.cli import demo_dns
 from outbox.core import logs
 from outbox.worker import runner
 
@@ -118,6 +119,11 @@ def _delivery(config: Any) -> str:
         return f"OUTBOX_DELIVERY={config['DELIVERY']}"
     return (f"captured (the Captured page), but @{DEMO_DOMAIN}: to its SMTP server, where "
             f"defer@ and fail@ are refused and bounce@ comes back")  # fmt: skip
+
+
+def _zone(server: demo_dns.Server | None) -> str:
+    """What the demo's DNS server serves, in the rest of a line of its banner."""
+    return f", the records of {DEMO_DOMAIN} (the Domains page)" if server else ""
 
 
 def _fresh_token() -> str:
@@ -215,6 +221,10 @@ def run(create_app: Callable[[dict[str, Any]], Flask], port: int, smtp_port: int
     if "OUTBOX_DELIVERY" not in os.environ:  # nothing a newcomer types leaves this machine
         overrides["DELIVERY"] = "allowlist"
         overrides["DELIVERY_ALLOW"] = frozenset({f"@{DEMO_DOMAIN}"})
+    dns_server = None
+    if "OUTBOX_DNS_RESOLVERS" not in os.environ:  # the Domains page asks the demo's own
+        dns_server = demo_dns.Server(HOST).start()
+        overrides["DNS_RESOLVERS"] = dns_server.address
     app = create_app(overrides)
     logs.setup(app.config["LOG_FORMAT"])
     # The pages poll while open: a line for each request would bury everything else;
@@ -247,6 +257,7 @@ outbox demo
   database     {app.config["DATABASE_URL"]}
   SMTP server  {HOST}:{smtp_port}, mail kept in {folder}
   delivery     {_delivery(app.config)}
+  DNS          {app.config["DNS_RESOLVERS"] or "the system's"}{_zone(dns_server)}
   worker       polls every {app.config["POLL_INTERVAL"]:g}s
   sign in as   {DEMO_USER} / {password}
   API token    {token}
@@ -268,3 +279,5 @@ Queue a message (captured; to=defer@, fail@ or bounce@{DEMO_DOMAIN} for the othe
         drainer.stop.set()
         scheduler.shutdown(wait=True)
         sink.stop()
+        if dns_server is not None:
+            dns_server.stop()
