@@ -40,6 +40,17 @@ class Settled:
     recipients: list[Recipient] | None  # None: the column stays as it is
 
 
+def overall(replies: Mapping[str, Reply]) -> Outcome:
+    """An attempt's outcome from its recipients': sent if any was taken, else deferred if
+    any may be tried again, else failed."""
+    outcomes = {reply.outcome for reply in replies.values()}
+    if Outcome.SENT in outcomes:
+        return Outcome.SENT
+    if Outcome.DEFERRED in outcomes:
+        return Outcome.DEFERRED
+    return Outcome.FAILED
+
+
 def pending(entries: list[Recipient]) -> list[Recipient]:
     """The entries an attempt sends to."""
     return [entry for entry in entries if entry.state is None]

@@ -11,7 +11,7 @@ from flask_mail import Connection
 
 from outbox import smtp
 from outbox.capabilities import routes
-from outbox.core.deliveries import ACCEPTED, Reply
+from outbox.core.deliveries import ACCEPTED, Reply, overall
 from outbox.core.status import Outcome
 from outbox.mail.mime import BuildError
 from outbox.mail.rendered import Features, Sendable
@@ -274,13 +274,7 @@ def _after_error(session: SmtpSession, exc: Exception, following: Sendable | Non
 
 def _result(replies: dict[str, Reply], error: Result | None, said: str | None) -> Result:
     """The attempt as a whole, from what came of each recipient (see deliveries.settle)."""
-    outcomes = {reply.outcome for reply in replies.values()}
-    if Outcome.SENT in outcomes:
-        outcome = Outcome.SENT
-    elif Outcome.DEFERRED in outcomes:
-        outcome = Outcome.DEFERRED
-    else:
-        outcome = Outcome.FAILED
+    outcome = overall(replies)
     if error is not None:
         return Result(outcome, error.code, error.error, replies, error.fault, said)
     return Result(outcome, None, None, replies, reply=said)

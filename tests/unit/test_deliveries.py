@@ -5,7 +5,7 @@ from dataclasses import dataclass
 import pytest
 
 from outbox.core.addresses import Kind
-from outbox.core.deliveries import ACCEPTED, Reply, Settled, pending, settle
+from outbox.core.deliveries import ACCEPTED, Reply, Settled, overall, pending, settle
 from outbox.core.recipients import Recipient, State
 from outbox.core.status import Outcome
 
@@ -125,3 +125,17 @@ def test_only_entries_without_a_state_are_sent_to():
     entries = [to(A, state=State.SENT, attempts=1), to(B, code=450, reply="busy"),
                to(A, reply="on the list", state=State.SUPPRESSED, attempts=0)]  # fmt: skip
     assert pending(entries) == [entries[1]]
+
+
+@pytest.mark.parametrize(
+    ("outcomes", "expected"),
+    [
+        ((Outcome.SENT, Outcome.FAILED, Outcome.DEFERRED), Outcome.SENT),
+        ((Outcome.FAILED, Outcome.DEFERRED), Outcome.DEFERRED),
+        ((Outcome.FAILED, Outcome.FAILED), Outcome.FAILED),
+        ((), Outcome.FAILED),
+    ],
+)
+def test_an_attempt_is_sent_if_anyone_took_it_else_deferred_if_anyone_may_later(outcomes, expected):
+    replies = {f"r{n}@example.com": Reply(o, None, "") for n, o in enumerate(outcomes)}
+    assert overall(replies) is expected

@@ -10,7 +10,7 @@ from flask import current_app
 
 from outbox.capabilities.capture import store
 from outbox.capabilities.capture.settings import ALLOWLIST, CAPTURE, read_allowed
-from outbox.core.deliveries import ACCEPTED, Reply
+from outbox.core.deliveries import ACCEPTED, Reply, overall
 from outbox.core.status import Outcome
 from outbox.mail.mime import BuildError
 from outbox.mail.rendered import Features, Prepared, Sendable
@@ -190,12 +190,5 @@ def session(route: Any, smtp: Any, config: Mapping[str, Any] | None = None) -> A
 
 
 def _result(replies: dict[str, Reply], said: str | None) -> Result:
-    """The attempt as a whole from its recipients' replies: sent if any was accepted."""
-    outcomes = {reply.outcome for reply in replies.values()}
-    if Outcome.SENT in outcomes:
-        outcome = Outcome.SENT
-    elif Outcome.DEFERRED in outcomes:
-        outcome = Outcome.DEFERRED
-    else:
-        outcome = Outcome.FAILED
-    return Result(outcome, None, None, replies, reply=said)
+    """The attempt as a whole from its recipients' replies (deliveries.overall)."""
+    return Result(overall(replies), None, None, replies, reply=said)

@@ -291,25 +291,29 @@ def mx_check(domain: str, asker: Asker) -> Check:
 
 def mta_sts_check(domain: str, asker: Asker) -> Check | None:
     """_mta-sts TXT (RFC 8461), reported when present."""
-    records = asker.txt(f"_mta-sts.{domain}")
-    if not records:
-        return None
-    found = " | ".join(records)
-    parsed = published.tags(records[0])
-    if len(records) > 1 or parsed.get("v") != "STSv1" or not parsed.get("id"):
-        return Check("MTA-STS", WARNING, found, None, "must be one record of v=STSv1 and an id=; "
-                     "senders ignore it otherwise")  # fmt: skip
-    return Check("MTA-STS", OK, found, None, "present: senders to this domain fetch its policy")
+    return _reported(asker, "MTA-STS", f"_mta-sts.{domain}", "STSv1", "id",
+                     ("senders ignore it", "senders to this domain fetch its policy"))  # fmt: skip
 
 
 def tls_rpt_check(domain: str, asker: Asker) -> Check | None:
     """_smtp._tls TXT (RFC 8460), reported when present."""
-    records = asker.txt(f"_smtp._tls.{domain}")
+    meaning = ("reporters ignore it", "TLS failures to this domain get reported")
+    return _reported(asker, "TLS-RPT", f"_smtp._tls.{domain}", "TLSRPTv1", "rua", meaning)
+
+
+def _reported(
+    asker: Asker, name: str, at: str, version: str, needed: str, meaning: tuple[str, str]
+) -> Check | None:
+    """A record reported when present: one TXT of v=version with a needed= tag.
+
+    meaning: what a broken record comes to, and what a good one does.
+    """
+    records = asker.txt(at)
     if not records:
         return None
     found = " | ".join(records)
     parsed = published.tags(records[0])
-    if len(records) > 1 or parsed.get("v") != "TLSRPTv1" or not parsed.get("rua"):
-        return Check("TLS-RPT", WARNING, found, None, "must be one record of v=TLSRPTv1 and a "
-                     "rua=; reporters ignore it otherwise")  # fmt: skip
-    return Check("TLS-RPT", OK, found, None, "present: TLS failures to this domain get reported")
+    if len(records) > 1 or parsed.get("v") != version or not parsed.get(needed):
+        return Check(name, WARNING, found, None, f"must be one record of v={version} with "
+                     f"{needed}=; {meaning[0]} otherwise")  # fmt: skip
+    return Check(name, OK, found, None, f"present: {meaning[1]}")
