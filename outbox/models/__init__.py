@@ -18,6 +18,7 @@ from outbox.core.streams import STREAM_CHARS
 from outbox.models.bounces import BounceMail
 from outbox.models.db import Base
 from outbox.models.dkim import DkimKey as DkimKey
+from outbox.models.guardrails import DomainPause, GuardrailHour
 from outbox.models.mailings import Mailing, MailingAttachment, MailingAttachmentChunk
 from outbox.models.ops import AttemptHour, Pause, RetentionRun, StatusCount, Wake, WorkerBeat
 from outbox.models.routes import ROUTE_CHARS, RouteHealth
@@ -231,6 +232,8 @@ __all__ = [
     "Blob",
     "BounceMail",
     "CHUNK_BYTES",
+    "DomainPause",
+    "GuardrailHour",
     "Id",
     "Key",
     "LongText",

@@ -16,6 +16,7 @@ from flask import Flask
 
 from outbox.capabilities import retention, routes, webhooks
 from outbox.capabilities.bounces import imap
+from outbox.capabilities.guardrails import pauses as guardrails
 from outbox.models.db import db
 from outbox.ops import rollups
 from outbox.worker import Worker
@@ -88,6 +89,7 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
     def count() -> None:
         with app.app_context():  # its teardown ends the session
             rollups.count_if_due(worker.worker_id)
+            guardrails.check_if_due(worker.worker_id)
 
     # A tick that comes late (a busy machine) still drains: APScheduler would skip it
     # with a warning past its default grace of a second.
