@@ -187,6 +187,7 @@ def init_app(app: Flask) -> None:
     """Bind sign-in, CSRF and the page blueprints to the app."""
     from outbox.web import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
     from outbox.web import domains as domain_pages
+    from outbox.web import guardrails as guardrail_pages
     from outbox.web import mailings as mailing_pages  # noqa: I001
     from outbox.web import routes as route_pages
     from outbox.web.roles import can
@@ -206,6 +207,7 @@ def init_app(app: Flask) -> None:
     blueprints.append(route_pages.bp)
     blueprints.append(mailing_pages.bp)
     blueprints.append(domain_pages.bp)
+    blueprints.append(guardrail_pages.bp)
     page_errors(app, blueprints)
     for blueprint in blueprints:
         app.register_blueprint(blueprint)

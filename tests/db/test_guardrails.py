@@ -2,8 +2,8 @@
 mail only, its event told once, a resume, and a trip again only on new outcomes."""
 
 import json
-from email import message_from_bytes
 from datetime import timedelta
+from email import message_from_bytes
 
 import pytest
 from sqlalchemy import select

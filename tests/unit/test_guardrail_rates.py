@@ -1,4 +1,4 @@
-"""The guardrails' arithmetic: windows, rates, the minimum, the tripping rule, what an attempt counts."""
+"""The guardrails' arithmetic: windows, rates, the minimum, the tripping rule, what counts."""
 
 from datetime import datetime, timedelta
 
@@ -29,8 +29,8 @@ HOUR = NOW.replace(minute=0)
 LOW = Thresholds(bounces=5.0, complaints=0.3, refusals=10.0, minimum=100)
 
 
-def rate(kind: str, count: int, recipients: int, threshold: float = 5.0, minimum: int = 100) -> Rate:
-    return Rate("news.example", "broadcast", kind, "24h", count, recipients, threshold, minimum)
+def rate(kind: str, count: int, recipients: int, threshold: float = 5.0) -> Rate:
+    return Rate("news.example", "broadcast", kind, "24h", count, recipients, threshold, 100)
 
 
 def test_the_defaults_are_the_documented_thresholds():
@@ -114,8 +114,12 @@ def test_an_attempt_counts_the_recipients_it_settled_not_those_of_earlier_attemp
 
 @pytest.mark.parametrize(
     ("name", "value"),
-    [("GUARDRAIL_BOUNCE_RATE", 0.0), ("GUARDRAIL_COMPLAINT_RATE", 101.0),
-     ("GUARDRAIL_REFUSAL_RATE", -1.0), ("GUARDRAIL_MIN_RECIPIENTS", 0)],  # fmt: skip
+    [
+        ("GUARDRAIL_BOUNCE_RATE", 0.0),
+        ("GUARDRAIL_COMPLAINT_RATE", 101.0),
+        ("GUARDRAIL_REFUSAL_RATE", -1.0),
+        ("GUARDRAIL_MIN_RECIPIENTS", 0),
+    ],  # fmt: skip
 )
 def test_the_settings_refuse_rates_that_are_not_per_cents_and_a_minimum_below_one(name, value):
     guardrail_settings.check(DEFAULTS)
