@@ -4,6 +4,7 @@ import click
 from flask import current_app
 
 from outbox import worker
+from outbox.capabilities.guardrails import pauses as guardrails
 from outbox.capabilities.routes import warn_unsafe as warn_unsafe_routes
 from outbox.cli.pause import said
 from outbox.core import logs
@@ -55,6 +56,7 @@ def send_queued_command() -> None:
     drainer = worker.Worker()
     tally = drainer.drain()
     rollups.count_if_due(drainer.worker_id)
+    guardrails.check_if_due(drainer.worker_id)
     click.echo(str(tally))
     if tally.fault:  # the server's or the settings' fault; the next pass tries again
         click.echo(f"sending is failing: {tally.fault}", err=True)

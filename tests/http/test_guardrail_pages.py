@@ -9,6 +9,7 @@ from outbox.capabilities.guardrails import hours, pauses
 from outbox.capabilities.guardrails.rates import Counts, hour_of
 from outbox.models import AuditEvent, utcnow
 from outbox.models.db import db
+from tests.support.metrics import samples, value
 from tests.support.pages import as_role, csrf, htmx, parse
 
 NEWS = "news.example"
@@ -95,3 +96,20 @@ def test_outbox_guardrails_status_and_resume_on_the_command_line(app, runner):
     assert again.output == f"{NEWS} is not paused: nothing to resume\n"
     actors = db.session.execute(select(AuditEvent.actor, AuditEvent.action)).all()
     assert [tuple(a) for a in actors] == [(f"cli:{getpass.getuser()}", "guardrail resume")]
+
+
+def test_the_metrics_give_each_rate_and_each_paused_domain(app, client):
+    app.config["METRICS_TOKEN"] = "scrape-me"
+    tripped(app)
+    page = client.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
+    found = samples(page.get_data(as_text=True))
+    labels = dict(domain=NEWS, stream="broadcast", window="24h")
+    assert value(found, "outbox_guardrail_rate", kind="bounces", **labels) == 7.0
+    assert value(found, "outbox_guardrail_rate", kind="complaints", **labels) == 1.0
+    assert ("outbox_guardrail_rate", tuple(sorted({**labels, "kind": "refusals"}.items()))) in found
+    assert value(found, "outbox_domain_paused", domain=NEWS) == 1.0
+    pauses.resume(NEWS, "admin@example.com")
+    found = samples(client.get("/metrics", headers={"Authorization": "Bearer scrape-me"})
+                    .get_data(as_text=True))  # fmt: skip
+    assert value(found, "outbox_domain_paused", domain=NEWS) == 0.0
+    assert ("outbox_domain_paused", (("domain", NEWS),)) in found
