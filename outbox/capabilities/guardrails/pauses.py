@@ -99,10 +99,7 @@ def check(now: datetime | None = None) -> list[Rate]:
     """Pause every domain with a rate over its threshold that is not paused yet; the rates
     of the pauses this call made."""
     now = now or utcnow()
-    made = [rate for domain, rate in tripped(rates(now)).items() if trip(rate, now)]
-    if made:
-        forget()
-    return made
+    return [rate for rate in tripped(rates(now)).values() if trip(rate, now)]
 
 
 def trip(rate: Rate, now: datetime) -> bool:
@@ -131,6 +128,7 @@ def trip(rate: Rate, now: datetime) -> bool:
     except IntegrityError:  # another process inserted it first: that one tells
         db.session.rollback()
         return False
+    forget()  # this process's claims hold the domain from now on
     return True
 
 
