@@ -101,6 +101,7 @@ def _queue_hooks(app: Flask) -> None:
     queue.on_outcomes(app, events.recorded)
     # ...and the recipients sent and refused counted for the guardrails' rates.
     queue.on_outcomes(app, guardrail_hours.recorded)
+    guardrail_hours.init_app(app)
     queue.on_lost(app, events.lost)
     # After those, any new status: a bounce that came before its send was recorded.
     queue.on_recorded(app, bounces.apply_waiting)

@@ -135,6 +135,8 @@ def run(app: Flask) -> None:
     scheduler.shutdown(wait=False)
     with busy:  # let the message in hand finish and the rest be handed back
         pass
+    with app.app_context():
+        guardrails.flush_safely(worker.worker_id)
     worker.log.info("%s: stopped", worker.worker_id)
 
 

@@ -58,6 +58,25 @@ def test_sends_refusals_bounces_and_complaints_are_counted_for_their_domain_and_
 
 
 @pytest.mark.all_databases
+def test_a_workers_counts_are_written_once_committed_and_flushed_and_dropped_on_a_rollback(
+    smtp_app, smtp, make_message
+):
+    make_message(from_addr=f"letters@{NEWS}", to=[A, B], stream=Stream.BROADCAST)
+    Worker().drain()
+    assert hours.since(utcnow() - timedelta(days=1)) == []  # not in the record's transaction
+    assert hours.flush() == 1 and hours.flush() == 0
+    ((_, domain, stream, counts),) = hours.since(utcnow() - timedelta(days=1))
+    assert (domain, stream, counts) == (NEWS, "broadcast", Counts(sent=2))
+    db.session.info[hours.STAGED] = {(hour_of(utcnow()), NEWS, "broadcast"): [5, 0]}
+    db.session.rollback()  # a group whose transaction did not commit counts nothing
+    assert hours.flush() == 0
+    db.session.info[hours.STAGED] = {(hour_of(utcnow()), NEWS, "broadcast"): [5, 0]}
+    db.session.commit()
+    assert hours.flush() == 1
+    assert rates_of(NEWS, "broadcast")["bounces"] == (0, 7)
+
+
+@pytest.mark.all_databases
 def test_a_trip_holds_that_domains_broadcast_mail_only_until_an_admin_resumes_it(
     smtp_app, smtp, make_message
 ):

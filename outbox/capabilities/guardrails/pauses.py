@@ -90,6 +90,7 @@ def listed() -> list[DomainPause]:
 def rates(now: datetime | None = None) -> list[Rate]:
     """Every rate of the counted hours, each over the outcomes that count toward a trip."""
     now = now or utcnow()
+    hours.flush()  # this process's own counts first
     counted = hours.since(first_hour(now))
     floors = {p.domain: p.counts_from for p in listed() if p.counts_from is not None}
     return judged(windowed(counted, now, floors), Thresholds.from_config(current_app.config))
@@ -223,3 +224,11 @@ def board(now: datetime | None = None) -> Board:
 def _row_order(key: tuple[str, str, str]) -> tuple[str, str, int]:
     domain, stream, window = key
     return domain, stream, list(WINDOWS).index(window)
+
+
+def flush_safely(worker_id: str) -> None:
+    """Write this process's counts as a worker stops: a failure is logged, not raised."""
+    try:
+        hours.flush()
+    except Exception:
+        log.exception("%s: writing the guardrails' counts failed", worker_id)
