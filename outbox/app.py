@@ -17,8 +17,8 @@ from outbox import api, cli, queue, web
 from outbox import config as settings
 from outbox.auth import tokens
 from outbox.capabilities.bounces import store as bounces
+from outbox.capabilities.guardrails import board as guardrails
 from outbox.capabilities.guardrails import hours as guardrail_hours
-from outbox.capabilities.guardrails import pauses as guardrails
 from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.mailings import unsubscribe
 from outbox.capabilities.routes import config as routes_file

@@ -5,7 +5,7 @@ from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
 
 from outbox.auth import audit
-from outbox.capabilities.guardrails import pauses
+from outbox.capabilities.guardrails import board, pauses
 from outbox.models import utcnow
 from outbox.web.forms import ActionForm
 from outbox.web.roles import requires
@@ -28,7 +28,7 @@ def resume(domain: str) -> ResponseReturnValue:
         notice, error = None, f"{pauses.normal(domain)} is not paused: nothing to resume."
     if not (request.headers.get("HX-Request") and not request.headers.get("HX-Boosted")):
         return redirect(url_for("dashboard.index"))
-    html = render_template("_guardrails.html", guardrails=pauses.board(utcnow()),
+    html = render_template("_guardrails.html", guardrails=board.board(utcnow()),
                            guardrail_notice=notice, guardrail_error=error)  # fmt: skip
     response = Response(html)  # a refusal too: htmx swaps in only a 2xx answer
     response.headers["Vary"] = "HX-Request"
