@@ -35,7 +35,7 @@ CONTENT_SECURITY_POLICY = (
 )
 # The blueprints of the pages.
 PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "suppressions", "bounces", "webhooks",
-         "routes", "mailings", "domains")  # fmt: skip
+         "routes", "mailings", "domains", "guardrails")  # fmt: skip
 # What the error pages say, by status code.
 ERRORS = {
     400: ("Bad request", "The page could not make sense of what was sent."),

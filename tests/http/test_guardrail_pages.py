@@ -71,6 +71,7 @@ def test_only_an_admin_may_resume_with_a_csrf_token_and_it_answers_in_place(app,
     assert pauses.held() == {NEWS}
     answer = admin.post(path, headers=htmx(admin))
     assert answer.status_code == 200 and "HX-Request" in answer.vary
+    assert answer.headers["Cache-Control"] == "no-store"
     part = parse(answer)
     assert part.find("section", id="guardrails") and part.find_all("h1") == []
     assert part.find("p", class_="notice").text == f"Resumed broadcast mail from {NEWS}."
