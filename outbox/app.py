@@ -17,6 +17,8 @@ from outbox import api, cli, queue, web
 from outbox import config as settings
 from outbox.auth import tokens
 from outbox.capabilities.bounces import store as bounces
+from outbox.capabilities.guardrails import board as guardrails
+from outbox.capabilities.guardrails import hours as guardrail_hours
 from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.mailings import unsubscribe
 from outbox.capabilities.routes import config as routes_file
@@ -80,6 +82,7 @@ def create_app(test_config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(api.bp)
     probes.init_app(app, MIGRATIONS)
     metrics.init_app(app)
+    metrics.on_scrape(app, guardrails.gauges)
     web.init_app(app)
     app.register_blueprint(unsubscribe.bp)
     cli.register(app)
@@ -96,6 +99,9 @@ def _queue_hooks(app: Flask) -> None:
     # the webhooks' events; a dead worker's claim taken back: its event.
     queue.on_outcomes(app, suppression_smtp.suppress_refused)
     queue.on_outcomes(app, events.recorded)
+    # ...and the recipients sent and refused counted for the guardrails' rates.
+    queue.on_outcomes(app, guardrail_hours.recorded)
+    guardrail_hours.init_app(app)
     queue.on_lost(app, events.lost)
     # After those, any new status: a bounce that came before its send was recorded.
     queue.on_recorded(app, bounces.apply_waiting)

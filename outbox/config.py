@@ -16,6 +16,7 @@ from outbox.capabilities.bounces import settings as bounces
 from outbox.capabilities.capture import settings as capture
 from outbox.capabilities.dkim import settings as dkim
 from outbox.capabilities.domains import settings as domains
+from outbox.capabilities.guardrails import settings as guardrails
 from outbox.capabilities.mailings import settings as mailings
 from outbox.capabilities.routes import settings as routes
 from outbox.capabilities.submission import settings as submission
@@ -70,7 +71,7 @@ APP = Group(
 GROUPS: tuple[Group, ...] = (
     APP, messages.GROUP, routes.GROUP, capture.GROUP, worker.GROUP, auth.GROUP, ops.GROUP,
     suppression.GROUP, retention.GROUP, dkim.GROUP, domains.GROUP, mailings.GROUP, bounces.GROUP,
-    webhooks.GROUP, submission.GROUP,
+    guardrails.GROUP, webhooks.GROUP, submission.GROUP,
 )  # fmt: skip
 
 

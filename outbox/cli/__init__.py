@@ -21,6 +21,7 @@ from outbox.cli import (
     demo,
     dkim,
     domains,
+    guardrails,
     pause,
     retention,
     routes,
@@ -49,6 +50,7 @@ OF_THE_APP: tuple[click.Command, ...] = (
     webhooks.webhook_group,
     dkim.dkim_group,
     domains.domains_group,
+    guardrails.guardrails_group,
     smtpd.smtpd_command,
     routes.routes_command,
 )

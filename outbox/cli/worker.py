@@ -5,6 +5,7 @@ from flask import current_app
 
 from outbox import worker
 from outbox.capabilities.capture import transport as capture
+from outbox.capabilities.guardrails import pauses as guardrails
 from outbox.capabilities.routes import warn_unsafe as warn_unsafe_routes
 from outbox.cli.pause import said
 from outbox.core import logs
@@ -57,6 +58,7 @@ def send_queued_command() -> None:
     drainer = worker.Worker()
     tally = drainer.drain()
     rollups.count_if_due(drainer.worker_id)
+    guardrails.check_if_due(drainer.worker_id)
     click.echo(str(tally))
     if tally.fault:  # the server's or the settings' fault; the next pass tries again
         click.echo(f"sending is failing: {tally.fault}", err=True)

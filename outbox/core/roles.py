@@ -18,6 +18,7 @@ ACTIONS = {
     "suppress": "sender",  # suppression: add to and remove from the list
     "suppressions_import": "admin",  # suppression: CSV import
     "webhooks": "admin",  # webhooks: endpoints, send again, test events
+    "guardrails": "admin",  # guardrails: resume a domain's broadcast mail
 }
 # What an API token may do: enqueue, read (GET), and move messages (resend, cancel).
 SCOPES = ("send", "read", "manage")

@@ -19,6 +19,7 @@ from outbox.models.bounces import BounceMail
 from outbox.models.capture import Captured
 from outbox.models.db import Base
 from outbox.models.dkim import DkimKey as DkimKey
+from outbox.models.guardrails import DomainPause, GuardrailHour
 from outbox.models.mailings import Mailing, MailingAttachment, MailingAttachmentChunk
 from outbox.models.ops import AttemptHour, Pause, RetentionRun, StatusCount, Wake, WorkerBeat
 from outbox.models.routes import ROUTE_CHARS, RouteHealth
@@ -233,6 +234,8 @@ __all__ = [
     "BounceMail",
     "Captured",
     "CHUNK_BYTES",
+    "DomainPause",
+    "GuardrailHour",
     "Id",
     "Key",
     "LongText",

@@ -11,7 +11,7 @@ import bisect
 import hmac
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -173,6 +173,14 @@ def observe_many(histogram: Histogram, values: Sequence[float]) -> None:
     total.inc(sum(values))
 
 
+GAUGES = "outbox.ops.metrics.gauges"  # the app's further gauges (on_scrape), in app.extensions
+
+
+def on_scrape(app: Flask, collect: Callable[[], Iterable[Metric]]) -> None:
+    """Have collect add gauges of its own, read at each scrape (a capability's)."""
+    app.extensions.setdefault(GAUGES, []).append(collect)
+
+
 def init_app(app: Flask) -> None:
     """Time every request, and serve /metrics."""
     app.before_request(_start_timer)
@@ -245,6 +253,8 @@ class QueueGauges:
         for beat in heartbeats.recent(now):
             seen.add_metric([beat.worker_id], _unix(beat.last_seen_at))
         yield seen
+        for collect in current_app.extensions.get(GAUGES, ()):
+            yield from collect()
 
 
 def _unix(moment: datetime) -> float:

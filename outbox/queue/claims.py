@@ -8,7 +8,18 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Executable, Row, Update, bindparam, case, exists, select
+from sqlalchemy import (
+    ColumnElement,
+    Executable,
+    Row,
+    Update,
+    bindparam,
+    case,
+    exists,
+    func,
+    or_,
+    select,
+)
 from sqlalchemy.exc import DBAPIError
 
 from outbox.core.status import CLAIMABLE, Status
@@ -67,17 +78,19 @@ def claim_batch(
     *,
     with_mail: bool = False,
     caps: Mapping[Stream, int] | None = None,
+    held: frozenset[str] = frozenset(),
 ) -> list[Claim]:
     """Mark up to limit due messages as sending by this worker, in one short transaction.
 
     Transactional mail first (streams.CLAIM_ORDER); caps: the most of a stream this claim
-    takes. with_mail, each claim also carries the columns a mail is written from
-    (claim.mail), read in the claim's own transaction.
+    takes; held: domains whose broadcast mail is not taken (From addresses at them).
+    with_mail, each claim also carries the columns a mail is written from (claim.mail),
+    read in the claim's own transaction.
     """
 
     def step() -> list[Claim]:
         moment = now or utcnow()
-        rows = _claim_rows(worker_id, limit, moment, with_mail, caps or {})
+        rows = _claim_rows(worker_id, limit, moment, with_mail, caps or {}, _held(held))
         if with_mail and rows and db.engine.dialect.name != "sqlite":
             # Read for the chosen rows only: a lane holds up to limit rows, and
             # at a million messages both lanes do.
@@ -120,8 +133,18 @@ def _by_claim_order(row: Row[Any]) -> tuple[int, datetime, int]:
     return (-row.priority, row.next_attempt_at, row.id)
 
 
+def _held(domains: frozenset[str]) -> tuple[str, ...]:
+    """Held domains in one order, so a statement built for them is built once."""
+    return tuple(sorted(domains))
+
+
 def _claim_rows(
-    worker_id: str, limit: int, now: datetime, with_mail: bool, caps: Mapping[Stream, int]
+    worker_id: str,
+    limit: int,
+    now: datetime,
+    with_mail: bool,
+    caps: Mapping[Stream, int],
+    held: tuple[str, ...] = (),
 ) -> list[Row[Any]]:
     """Choose and mark the rows of one claim (inside the caller's transaction), a stream at
     a time: a stream is not read once the streams before it filled the claim."""
@@ -130,7 +153,8 @@ def _claim_rows(
     for stream in CLAIM_ORDER:
         wanted = min(limit - len(rows), caps.get(stream, limit))
         if wanted > 0:
-            rows += _stream_rows(stream, wanted, values, with_mail)
+            skip = held if stream is Stream.BROADCAST else ()
+            rows += _stream_rows(stream, wanted, values, with_mail, skip)
     if rows and db.engine.dialect.name != "sqlite":
         values["ids"] = [r.id for r in rows]
         moved = changed(_mark_claimed(), values)
@@ -141,19 +165,20 @@ def _claim_rows(
 
 
 def _stream_rows(
-    stream: Stream, limit: int, values: dict[str, Any], with_mail: bool
+    stream: Stream, limit: int, values: dict[str, Any], with_mail: bool, held: tuple[str, ...]
 ) -> list[Row[Any]]:
     """Up to limit due rows of one stream in claim order: marked on SQLite, locked elsewhere."""
     if db.engine.dialect.name == "sqlite":
         # SQLite has no row locks; one UPDATE takes its write lock, so choosing
         # and marking the rows is a single atomic step.
-        found = db.session.execute(_claim_returning(stream, limit, with_mail), values)
+        found = db.session.execute(_claim_returning(stream, limit, with_mail, held), values)
         return sorted(found, key=_by_claim_order)
     # One locking read per status, each an ordered range of ix_messages_claim;
     # SKIP LOCKED lets workers take disjoint rows without waiting on each other.
     candidates: list[Row[Any]] = []
     for status in CLAIMABLE:
-        candidates.extend(db.session.execute(_lane(status.value, stream, limit), values))
+        lane = _lane(status.value, stream, limit, held)
+        candidates.extend(db.session.execute(lane, values))
     return sorted(candidates, key=_by_claim_order)[:limit]
 
 
@@ -162,14 +187,25 @@ def _claim_order() -> tuple[Any, ...]:
     return (c.priority.desc(), c.next_attempt_at, c.id)
 
 
+def _not_from(held: tuple[str, ...]) -> ColumnElement[bool]:
+    """Rows whose From address is at none of the held domains.
+
+    Read along ix_messages_claim, past the held rows: a cost only while a domain is held.
+    """
+    at = func.lower(MESSAGES.c.from_addr)
+    return ~or_(*(at.endswith("@" + domain, autoescape=True) for domain in held))
+
+
 @functools.lru_cache(maxsize=64)
-def _lane(status: str, stream: Stream, limit: int) -> Executable:
+def _lane(status: str, stream: Stream, limit: int, held: tuple[str, ...] = ()) -> Executable:
     """Lock up to limit due rows of one claimable status and stream, in claim order,
-    skipping locked ones."""
+    skipping locked ones and those from held domains."""
     c = MESSAGES.c
     lane = select(*_claim_columns(False))
     lane = lane.where(c.status == status, c.stream == stream.value,
                       c.next_attempt_at <= bindparam("now"))  # fmt: skip
+    if held:
+        lane = lane.where(_not_from(held))
     return lane.order_by(*_claim_order()).limit(limit).with_for_update(skip_locked=True)
 
 
@@ -181,12 +217,16 @@ def _claimed_mail() -> Executable:
 
 
 @functools.lru_cache(maxsize=64)
-def _claim_returning(stream: Stream, limit: int, with_mail: bool) -> Executable:
+def _claim_returning(
+    stream: Stream, limit: int, with_mail: bool, held: tuple[str, ...] = ()
+) -> Executable:
     """SQLite's claim of a stream: mark up to limit due rows and return them, in one statement."""
     c = MESSAGES.c
     claimable = [s.value for s in CLAIMABLE]
     due = select(c.id).where(c.status.in_(claimable), c.stream == stream.value,
                              c.next_attempt_at <= bindparam("now"))  # fmt: skip
+    if held:
+        due = due.where(_not_from(held))
     chosen = due.order_by(*_claim_order()).limit(limit).scalar_subquery()
     return _claiming(c.id.in_(chosen)).returning(*_claim_columns(with_mail))
 
@@ -203,14 +243,20 @@ def _claiming(*where: ColumnElement[bool]) -> Update:
                    locked_by=bindparam("worker"), locked_at=bindparam("now"))  # fmt: skip
 
 
-def has_due(now: datetime | None = None, stream: Stream | None = None) -> bool:
+def has_due(
+    now: datetime | None = None,
+    stream: Stream | None = None,
+    held: frozenset[str] = frozenset(),
+) -> bool:
     """Whether any due message (of the stream, if given) is still waiting unclaimed (a
-    plain, non-locking read)."""
+    plain, non-locking read); held: domains whose broadcast mail does not count."""
     c = MESSAGES.c
     claimable = [s.value for s in CLAIMABLE]
     due = select(c.id).where(c.status.in_(claimable), c.next_attempt_at <= (now or utcnow()))
     if stream is not None:
         due = due.where(c.stream == stream.value)
+    if held:
+        due = due.where(or_(c.stream != Stream.BROADCAST.value, _not_from(_held(held))))
     found = db.session.execute(select(exists(due))).scalar()
     db.session.commit()
     return bool(found)

@@ -35,7 +35,7 @@ CONTENT_SECURITY_POLICY = (
 )
 # The blueprints of the pages.
 PAGES = ("auth", "dashboard", "messages", "bulk", "admin", "suppressions", "bounces", "webhooks",
-         "routes", "mailings", "domains", "captured")  # fmt: skip
+         "routes", "mailings", "domains", "captured", "guardrails")  # fmt: skip
 # What the error pages say, by status code.
 ERRORS = {
     400: ("Bad request", "The page could not make sense of what was sent."),
@@ -188,6 +188,7 @@ def init_app(app: Flask) -> None:
     from outbox.web import admin, auth, bounces, bulk, dashboard, messages, suppressions, webhooks
     from outbox.web import captured as captured_pages
     from outbox.web import domains as domain_pages
+    from outbox.web import guardrails as guardrail_pages
     from outbox.web import mailings as mailing_pages  # noqa: I001
     from outbox.web import routes as route_pages
     from outbox.web.roles import can
@@ -208,6 +209,7 @@ def init_app(app: Flask) -> None:
     blueprints.append(mailing_pages.bp)
     blueprints.append(domain_pages.bp)
     blueprints.append(captured_pages.bp)
+    blueprints.append(guardrail_pages.bp)
     page_errors(app, blueprints)
     for blueprint in blueprints:
         app.register_blueprint(blueprint)

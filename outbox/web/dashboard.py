@@ -20,6 +20,7 @@ from flask_login import current_user, login_required
 from outbox import queue
 from outbox.auth import audit
 from outbox.capabilities import throttle
+from outbox.capabilities.guardrails import board as guardrails
 from outbox.models import WorkerBeat, utcnow
 from outbox.ops import detail, heartbeats, pause, reports
 from outbox.web import confirm
@@ -83,6 +84,7 @@ def _live(now: datetime) -> dict[str, Any]:
         refresh=REFRESH_SECONDS,
         paused=pause.current(),
         throttled=throttle.slowed(now),
+        guardrails=guardrails.board(now),
     )
 
 

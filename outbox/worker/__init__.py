@@ -14,6 +14,7 @@ from flask import current_app
 
 from outbox import queue
 from outbox.capabilities import routes
+from outbox.capabilities.guardrails import pauses as guardrails
 from outbox.capabilities.suppression import screen
 from outbox.core.status import Lease
 from outbox.core.streams import Stream
@@ -165,7 +166,9 @@ class Worker(BatchSender):
                 break
             share = max(1, min(run.batch, int(KEPT_WITHIN * pace)))
             caps = {Stream.BROADCAST: share} if kept else None
-            claims = queue.claim_batch(self.worker_id, run.batch, with_mail=True, caps=caps)
+            held = guardrails.held()  # domains whose broadcast mail a guardrail paused
+            claims = queue.claim_batch(self.worker_id, run.batch, with_mail=True, caps=caps,
+                                       held=held)  # fmt: skip
             if claims:
                 idle_since = None
                 claimed_at = time.monotonic()
@@ -184,7 +187,7 @@ class Worker(BatchSender):
             # worker's claim that is about to be rolled back. Messages a rate limit held
             # back (throttle) come due again within moments: while there are, wait for them.
             ahead = timedelta(seconds=EMPTY_CLAIM_PATIENCE if run.tally.held else 0)
-            if not queue.has_due(utcnow() + ahead):
+            if not queue.has_due(utcnow() + ahead, held=held):
                 break
             idle_since = idle_since or time.monotonic()
             if time.monotonic() - idle_since > EMPTY_CLAIM_PATIENCE:

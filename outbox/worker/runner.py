@@ -17,6 +17,7 @@ from flask import Flask
 from outbox.capabilities import retention, routes, webhooks
 from outbox.capabilities.bounces import imap
 from outbox.capabilities.capture import transport as capture
+from outbox.capabilities.guardrails import pauses as guardrails
 from outbox.models.db import db
 from outbox.ops import rollups
 from outbox.worker import Worker
@@ -89,6 +90,7 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
     def count() -> None:
         with app.app_context():  # its teardown ends the session
             rollups.count_if_due(worker.worker_id)
+            guardrails.check_if_due(worker.worker_id)
 
     # A tick that comes late (a busy machine) still drains: APScheduler would skip it
     # with a warning past its default grace of a second.
@@ -135,6 +137,8 @@ def run(app: Flask) -> None:
     scheduler.shutdown(wait=False)
     with busy:  # let the message in hand finish and the rest be handed back
         pass
+    with app.app_context():
+        guardrails.flush_safely(worker.worker_id)
     worker.log.info("%s: stopped", worker.worker_id)
 
 

@@ -574,6 +574,7 @@ def test_dashboard_polls_for_its_live_part_alone(signed_in, make_in):
     # The resend-all form is kept as it is across refreshes: a ticked box stays ticked.
     assert part.find("form", id="resend-all")["hx-preserve"] == "true"
     assert [t.text for t in part.find_all("h2")] == [
+        "Guardrails: rates against thresholds",  # the failure's refusal is counted
         "Sent and failed per hour, last 24 hours (UTC)", "Latest failures", "Workers"
     ]  # fmt: skip
 
@@ -675,7 +676,7 @@ def test_dashboard_lists_latest_failures_each_with_a_resend_button(signed_in, ma
     failed = [make_in(Status.FAILED, subject=f"Lost {n}", error=f"550 no {n}") for n in range(3)]
     make_in(Status.CANCELLED, subject="Not a failure")
     page = parse(signed_in.get("/"))
-    table = page.find_all("table")[0]
+    table = page.find("table", class_="failures")
     rows = table.find("tbody").find_all("tr")
     assert [tr["id"] for tr in rows] == [f"failure-{i}" for i in reversed(failed)]
     for n, tr in zip(range(2, -1, -1), rows, strict=True):

@@ -34,6 +34,7 @@ from outbox import queue
 from outbox.auth import audit
 from outbox.capabilities import suppression
 from outbox.capabilities.bounces import feedback, parse, verp
+from outbox.capabilities.guardrails import hours as guardrail_hours
 from outbox.capabilities.webhooks import events
 from outbox.core.addresses import listed
 from outbox.core.recipients import Recipient, State, moved, state
@@ -368,6 +369,7 @@ def _apply(row: BounceMail, message: Message, index: int | None,
     for i in chosen:
         if entries[i].address in marked:
             _bounced(row, message, entries[i].address, chosen[i], now)
+    guardrail_hours.returned(message, now, bounced=len(marked))
     return marked
 
 
@@ -397,6 +399,7 @@ def _complain(row: BounceMail, message: Message, index: int | None,
     events.emit(events.COMPLAINED, message_pk=message.id, message_id=message.message_id,
                 recipient=address, text=complaint.said, at=utcnow())  # fmt: skip
     suppression.add(address, complaint.said, "complaint", message_pk=message.id, bounce_pk=row.id)
+    guardrail_hours.returned(message, utcnow(), complained=1)
     return [address]
 
 

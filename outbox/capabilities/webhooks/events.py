@@ -33,7 +33,8 @@ REFUSED = "recipient.failed"  # refused for good, in a message sent to others or
 BOUNCED = "recipient.bounced"
 COMPLAINED = "recipient.complained"  # reported as spam by its mailbox (a feedback report)
 SUPPRESSED = "recipient.suppressed"
-KINDS = (SENT, DEFERRED, FAILED, REFUSED, BOUNCED, COMPLAINED, SUPPRESSED)
+DOMAIN_PAUSED = "domain.paused"  # a guardrail paused a sending domain's broadcast mail
+KINDS = (SENT, DEFERRED, FAILED, REFUSED, BOUNCED, COMPLAINED, SUPPRESSED, DOMAIN_PAUSED)
 TEST = "webhook.test"  # an endpoint's "send a test event", to that endpoint alone
 # The event each recorded status tells of (recorded, lost).
 BY_STATUS = {Status.SENT: SENT, Status.DEFERRED: DEFERRED, Status.FAILED: FAILED}
