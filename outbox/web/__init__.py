@@ -25,6 +25,7 @@ from outbox.core import latency
 from outbox.extensions import csrf, login_manager
 from outbox.models import utcnow
 from outbox.ops import probes
+from outbox.web import notice
 
 # Only the app's own scripts and styles; the HTML body of a message gets a stricter
 # policy of its own (see messages.html_body).
@@ -141,7 +142,14 @@ def unauthorized() -> Any:
     return redirect(target)
 
 
-def error_page(exc: HTTPException) -> tuple[str, int]:
+def refusal(title: str, detail: str | None) -> str:
+    """An error as the notice after an htmx action says it: "Not possible now: the reason."."""
+    if not detail:
+        return f"{title}."
+    return f"{title}: {detail[0].lower()}{detail[1:].rstrip('.')}."
+
+
+def error_page(exc: HTTPException) -> Response:
     """A styled page with the navigation, for an error on a page.
 
     It reads no database: the user shown is the one this request loaded already, if any,
@@ -155,7 +163,11 @@ def error_page(exc: HTTPException) -> tuple[str, int]:
     known = staff if getattr(staff, "is_authenticated", False) else None
     page = render_template("error.html", code=code, title=title, text=text, detail=detail,
                            staff=known)  # fmt: skip
-    return page, code
+    response = Response(page, status=code)
+    if notice.is_htmx():  # htmx swaps no error in: the notice says it where the click was
+        response.headers["HX-Trigger"] = notice.trigger(refusal(title, detail or text),
+                                                        refused=True)  # fmt: skip
+    return response
 
 
 def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
