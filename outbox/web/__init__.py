@@ -22,6 +22,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from outbox.auth import accounts
 from outbox.core import latency
+from outbox.core.recipients import partly_delivered
 from outbox.extensions import csrf, login_manager
 from outbox.models import utcnow
 from outbox.ops import probes
@@ -117,6 +118,11 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
             amount = f"{seconds // size} {unit}"
             break
     return f"in {amount}" if ahead else f"{amount} ago"
+
+
+def far_ahead(moment: datetime | None, now: datetime | None = None) -> bool:
+    """Whether a time is more than a day ahead: the pages give its date beside "in 27 d"."""
+    return moment is not None and moment - (now or utcnow()) > timedelta(days=1)
 
 
 def age(span: timedelta) -> str:
@@ -226,5 +232,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(when)
     app.add_template_filter(age)
     app.add_template_filter(ago)
+    app.add_template_filter(far_ahead)
+    app.add_template_filter(partly_delivered, "partly")
     app.add_template_filter(latency.in_words, "took")
     app.add_template_global(can)

@@ -53,7 +53,7 @@ def _progress(mailing: Mailing) -> dict[str, Any]:
     counts = control.progress([mailing.id])[mailing.id]
     waiting = mailing.state == OPEN and any(counts[s] for s in IN_FLIGHT)
     return dict(mailing=mailing, counts=counts, in_flight=waiting or counts["sending"] > 0,
-                form=ActionForm())  # fmt: skip
+                finished=not any(counts[s] for s in IN_FLIGHT), form=ActionForm())  # fmt: skip
 
 
 def _fragment(mailing: Mailing) -> Response:
