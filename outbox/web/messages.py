@@ -224,22 +224,35 @@ def _act(message_pk: int, move: Any, ask: Ask | None = None, *, action: str,
 @requires("resend")
 def resend(message_pk: int) -> ResponseReturnValue:
     allowance = current_app.config["MAX_ATTEMPTS"]
-    return _act(message_pk, lambda: queue.resend(message_pk, allowance), action="resend",
-                done="Message #{pk} is queued again.")
+    return _act(
+        message_pk,
+        lambda: queue.resend(message_pk, allowance),
+        action="resend",
+        done="Message #{pk} is queued again.",
+    )
 
 
 @bp.post("/<int:message_pk>/cancel")
 @requires("cancel")
 def cancel(message_pk: int) -> ResponseReturnValue:
-    return _act(message_pk, lambda: queue.cancel(message_pk), CANCEL, action="cancel",
-                done="Message #{pk} is cancelled: it will not be sent.")
+    return _act(
+        message_pk,
+        lambda: queue.cancel(message_pk),
+        CANCEL,
+        action="cancel",
+        done="Message #{pk} is cancelled: it will not be sent.",
+    )
 
 
 @bp.post("/<int:message_pk>/send-now")
 @requires("send_now")
 def send_now(message_pk: int) -> ResponseReturnValue:
-    return _act(message_pk, lambda: queue.send_now(message_pk), action="send_now",
-                done="Message #{pk} is due now: a worker sends it at its next tick.")
+    return _act(
+        message_pk,
+        lambda: queue.send_now(message_pk),
+        action="send_now",
+        done="Message #{pk} is due now: a worker sends it at its next tick.",
+    )
 
 
 @bp.post("/<int:message_pk>/send-again")

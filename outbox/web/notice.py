@@ -1,4 +1,4 @@
-"""What a page says after an action: one notice, in place for htmx (HX-Trigger), flashed otherwise."""
+"""What a page says after an action: one notice, put in place for htmx (HX-Trigger) or flashed."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""The staff console in Chromium: every action answers in place, the grouped navigation, dark mode."""
+"""The staff console in Chromium: actions answer in place, the grouped navigation, dark mode."""
 
 import pytest
 from playwright.sync_api import expect
@@ -17,12 +17,11 @@ AT_ONCE = 3_000  # ms: less than the dashboard's refresh (5 s), so only the answ
 # it that is not transparent.
 CONTRAST = """(element) => {
   const rgb = (value) => value.match(/[\\d.]+/g).map(Number);
-  const lum = ([r, g, b]) => {
-    const [R, G, B] = [r, g, b].map(c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; });
-    return 0.2126 * R + 0.7152 * G + 0.0722 * B;
-  };
+  const linear = (c) => (c /= 255) <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  const lum = ([r, g, b]) => 0.2126 * linear(r) + 0.7152 * linear(g) + 0.0722 * linear(b);
+  const clear = (e) => getComputedStyle(e).backgroundColor === "rgba(0, 0, 0, 0)";
   let back = element;
-  while (back && (getComputedStyle(back).backgroundColor === "rgba(0, 0, 0, 0)")) { back = back.parentElement; }
+  while (back && clear(back)) { back = back.parentElement; }
   const fg = lum(rgb(getComputedStyle(element).color));
   const bg = lum(rgb(back ? getComputedStyle(back).backgroundColor : "rgb(255, 255, 255)"));
   return (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
@@ -142,9 +141,10 @@ def test_the_navigation_is_grouped_a_menu_on_a_phone_one_line_wide_and_readable(
             expect(nav.get_by_role("group", name=group)).to_have_count(1)
         for name in links:
             expect(nav.get_by_role("link", name=name, exact=True)).to_be_visible()
-        assert nav.get_by_role("link", name="Dashboard", exact=True).get_attribute(
-            "aria-current"
-        ) == "page"
+        assert (
+            nav.get_by_role("link", name="Dashboard", exact=True).get_attribute("aria-current")
+            == "page"
+        )
         fits(page, width)
         for selector in ("h1", ".tile-name", ".top nav a", "table.list th"):
             ratio = page.locator(selector).first.evaluate(CONTRAST)

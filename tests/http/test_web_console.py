@@ -1,4 +1,4 @@
-"""What the console pages show: a finished mailing's buttons, far-off dates, partly delivered rows."""
+"""What the console shows: a finished mailing's buttons, far-off dates, partly delivered rows."""
 
 from datetime import timedelta
 

@@ -27,9 +27,7 @@ def test_a_refused_resend_says_why_on_its_page_and_on_the_dashboard(signed_in, m
     assert f"every recipient of message {pk} is on the suppression list" in page.text
 
 
-def test_a_resend_says_so_in_place_and_without_javascript_on_the_next_page(
-    signed_in, make_message
-):
+def test_a_resend_says_so_in_place_and_without_javascript_on_the_next_page(signed_in, make_message):
     first, second = (failed_to(make_message, f"r{n}@example.com") for n in (1, 2))
     answer = signed_in.post(f"/messages/{first}/resend", headers=htmx(signed_in))
     assert answer.status_code == 200 and parse(answer).find("section", id="state")
@@ -42,9 +40,7 @@ def test_a_resend_says_so_in_place_and_without_javascript_on_the_next_page(
     assert parse(signed_in.get("/")).find(id="notice").text == ""  # said once
 
 
-def test_resend_all_failed_says_how_many_moved_and_why_the_rest_did_not(
-    signed_in, make_message
-):
+def test_resend_all_failed_says_how_many_moved_and_why_the_rest_did_not(signed_in, make_message):
     headers = htmx(signed_in)
     unticked = signed_in.post("/messages/resend-failed", headers=headers)
     assert unticked.status_code == 200 and unticked.headers["HX-Reswap"] == "none"

@@ -21,7 +21,6 @@ from outbox.ops import heartbeats, reports, rollups
 from outbox.web import when
 from tests.support import outcomes
 from tests.support.pages import (
-    notice_of,
     Element,
     claim,
     csrf,
@@ -30,6 +29,7 @@ from tests.support.pages import (
     fresh,
     htmx,
     move_to,
+    notice_of,
     parse,
     shown_value,
 )
@@ -546,7 +546,10 @@ def test_dashboard_polls_for_its_live_part_alone(signed_in, make_in):
     # The resend-all form is kept as it is across refreshes: a ticked box stays ticked.
     assert part.find("form", id="resend-all")["hx-preserve"] == "true"
     assert [t.text for t in part.find_all("h2")] == [
-        "Sent and failed per hour, last 24 hours (UTC)", "Latest failures", "Workers", "Sending"
+        "Sent and failed per hour, last 24 hours (UTC)",
+        "Latest failures",
+        "Workers",
+        "Sending",
     ]  # fmt: skip  (the queue first; pausing, rare, last)
 
 
