@@ -233,6 +233,7 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(age)
     app.add_template_filter(ago)
     app.add_template_filter(far_ahead)
+    app.add_template_filter(admin.detail_words, "in_words")
     app.add_template_filter(partly_delivered, "partly")
     app.add_template_filter(latency.in_words, "took")
     app.add_template_global(can)
