@@ -6,7 +6,7 @@ from playwright.sync_api import expect
 from outbox.capabilities.suppression import manage
 from outbox.models.db import db
 from outbox.ops import pause
-from tests.support.browser import WIDTHS, fits, same_document, settled, staff_tab, store
+from tests.support.browser import WIDTHS, fits, go_to, same_document, settled, staff_tab, store
 
 # chromium first: nothing starts for tests that cannot run.
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
@@ -154,3 +154,21 @@ def test_the_navigation_is_grouped_a_menu_on_a_phone_one_line_wide_and_readable(
         page.screenshot(path=tmp_path / f"dashboard-{scheme}-{width}.png", full_page=True)
         nav.get_by_role("link", name="Suppressions", exact=True).click()
         expect(page.get_by_role("heading", name="Suppression list")).to_be_visible()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_admin_pages_fit_and_the_audit_detail_reads_as_words(
+    browser, site, console, width, tmp_path
+):
+    failed_to_suppressed(site, f"audit-{width}@example.com")
+    with staff_tab(browser, site, console, width) as page:
+        page.get_by_label("Yes, queue every failed message again").check()
+        page.get_by_role("button", name="Resend all failed").click()
+        expect(page.locator("#notice")).to_contain_text("queued again.")
+        for name in ("Accounts", "Tokens", "Audit"):
+            go_to(page, name)
+            expect(page.locator('nav a[aria-current="page"]')).to_have_text(name)
+            fits(page, width)
+            page.screenshot(path=tmp_path / f"{name.lower()}-{width}.png", full_page=True)
+        row = page.locator("table.audit tbody tr", has_text="resend all").first
+        expect(row.locator("td[data-label='Detail']")).to_have_text("requeued: 0")
