@@ -59,8 +59,13 @@
       actedAt = Date.now();
     }
   });
+  // An action's own answer is swapped in: htmx fires this event on its target (the live
+  // part itself, for pause and resume), so the request tells an answer from a refresh.
   document.addEventListener("htmx:beforeSwap", function (event) {
     var xhr = event.detail.xhr;
+    if (xhr && xhr.outboxActing) {
+      return;
+    }
     if (isLive(sourceOf(event)) && (acting > 0 || (xhr && xhr.outboxAskedAt <= actedAt))) {
       event.detail.shouldSwap = false;
     }

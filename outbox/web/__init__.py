@@ -22,9 +22,11 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 
 from outbox.auth import accounts
 from outbox.core import latency
+from outbox.core.recipients import partly_delivered
 from outbox.extensions import csrf, login_manager
 from outbox.models import utcnow
 from outbox.ops import probes
+from outbox.web import notice
 
 # Only the app's own scripts and styles; the HTML body of a message gets a stricter
 # policy of its own (see messages.html_body).
@@ -118,6 +120,11 @@ def ago(moment: datetime | None, now: datetime | None = None) -> str:
     return f"in {amount}" if ahead else f"{amount} ago"
 
 
+def far_ahead(moment: datetime | None, now: datetime | None = None) -> bool:
+    """Whether a time is more than a day ahead: the pages give its date beside "in 27 d"."""
+    return moment is not None and moment - (now or utcnow()) > timedelta(days=1)
+
+
 def age(span: timedelta) -> str:
     """A duration the short way: 45s, 12m, 3h 5m, 2d 4h."""
     seconds = max(int(span.total_seconds()), 0)
@@ -141,7 +148,14 @@ def unauthorized() -> Any:
     return redirect(target)
 
 
-def error_page(exc: HTTPException) -> tuple[str, int]:
+def refusal(title: str, detail: str | None) -> str:
+    """An error as the notice after an htmx action says it: "Not possible now: the reason."."""
+    if not detail:
+        return f"{title}."
+    return f"{title}: {detail[0].lower()}{detail[1:].rstrip('.')}."
+
+
+def error_page(exc: HTTPException) -> Response:
     """A styled page with the navigation, for an error on a page.
 
     It reads no database: the user shown is the one this request loaded already, if any,
@@ -155,7 +169,11 @@ def error_page(exc: HTTPException) -> tuple[str, int]:
     known = staff if getattr(staff, "is_authenticated", False) else None
     page = render_template("error.html", code=code, title=title, text=text, detail=detail,
                            staff=known)  # fmt: skip
-    return page, code
+    response = Response(page, status=code)
+    if notice.is_htmx():  # htmx swaps no error in: the notice says it where the click was
+        response.headers["HX-Trigger"] = notice.trigger(refusal(title, detail or text),
+                                                        refused=True)  # fmt: skip
+    return response
 
 
 def page_errors(app: Flask, blueprints: list[Blueprint]) -> None:
@@ -218,5 +236,8 @@ def init_app(app: Flask) -> None:
     app.add_template_filter(when)
     app.add_template_filter(age)
     app.add_template_filter(ago)
+    app.add_template_filter(far_ahead)
+    app.add_template_filter(admin.detail_words, "in_words")
+    app.add_template_filter(partly_delivered, "partly")
     app.add_template_filter(latency.in_words, "took")
     app.add_template_global(can)

@@ -1,5 +1,8 @@
 """The admin pages: staff accounts and their roles, and the audit trail."""
 
+import json
+from typing import Any
+
 from flask import Blueprint, abort, flash, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
@@ -23,7 +26,7 @@ def _done(action: str, *args: str) -> ResponseReturnValue:
     try:
         getattr(accounts, action)(*args)
     except accounts.AccountError as exc:
-        flash(f"Not done: {exc}.")
+        flash(f"Not done: {exc}.", "refused")
     else:
         flash("Done.")
     return redirect(url_for("admin.account_list"))
@@ -99,3 +102,24 @@ def audit_list() -> ResponseReturnValue:
     kept = {k: v for k in ("actor", "action", "message") if (v := args.get(k))}
     return render_template("admin/audit.html", events=events, before=before, kept=kept,
                            filters=filters, actions=sorted(ACTIONS))  # fmt: skip
+
+
+def detail_words(text: str | None) -> str:
+    """An audit event's detail as the page says it: "ids: 3, 4; moved: 2", not its JSON."""
+    if not text or text[0] not in "{[":
+        return text or ""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return _words(value)
+
+
+def _words(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{str(k).replace('_', ' ')}: {_words(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(_words(v) for v in value) or "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return "none" if value is None else str(value)

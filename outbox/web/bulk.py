@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from flask import Blueprint, abort, current_app, flash, redirect, request, url_for
+from flask import Blueprint, abort, current_app, redirect, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import login_required
 
@@ -14,6 +14,7 @@ from outbox.ops import reports
 from outbox.web.confirm import confirm_page, confirmed
 from outbox.web.forms import ActionForm
 from outbox.web.messages import fragment, listing, wants_fragment
+from outbox.web.notice import plural, said
 from outbox.web.roles import requires
 
 bp = Blueprint("bulk", __name__, url_prefix="/messages")
@@ -55,7 +56,7 @@ def act() -> ResponseReturnValue:
     kept: dict[str, Any] = {k: v for k in ("status", "q", "before") if (v := request.args.get(k))}
     here = url_for("messages.index", **kept)
     if not ids:
-        notice = "Nothing was chosen: tick the messages first."
+        words, refused = "Nothing was chosen: tick the messages first.", True
     elif not confirmed():
         movable = reports.in_statuses(ids, statuses)
         detail = (f"{movable} of the {len(ids)} chosen are {allowed} and will be {done_as}; "
@@ -64,17 +65,30 @@ def act() -> ResponseReturnValue:
         return confirm_page(question, detail, url_for("bulk.act", **kept), here,
                             {"ids": ids, "move": move})  # fmt: skip
     else:
+        movable = reports.in_statuses(ids, statuses)
         if move == "resend":
             moved = queue.resend_many(ids, current_app.config["MAX_ATTEMPTS"])
         else:
             moved = queue.cancel_many(ids)
         audit.record(f"bulk_{move}", detail={"ids": ids, "moved": moved.done})
-        notice = f"{moved.done} {done_as}"
-        if moved.skipped:
-            notice += f"; {moved.skipped} skipped (not {allowed})"
-        notice += "."
+        words, refused = moved_words(moved.done, len(ids), movable, done_as, allowed), False
     if wants_fragment():
-        context = listing(request.args, notice)
-        return fragment("messages/_listing.html", 200, **context)
-    flash(notice)
-    return redirect(here)
+        context = listing(request.args)
+        return said(fragment("messages/_listing.html", 200, **context), words, refused=refused)
+    return said(redirect(here), words, refused=refused)
+
+
+def moved_words(done: int, chosen: int, movable: int, done_as: str, allowed: str) -> str:
+    """How many of the chosen moved, and why the others did not."""
+    words = f"{plural(done, 'message')} {done_as}."
+    reasons = []
+    if chosen > movable:
+        reasons.append((chosen - movable, f"not {allowed}"))
+    if movable > done:  # allowed when asked: no one left to send to, or moved meanwhile
+        reasons.append((movable - done, "every recipient on the suppression list, or moved "
+                                        "meanwhile"))  # fmt: skip
+    if not reasons:
+        return words
+    left = chosen - done
+    why = reasons[0][1] if len(reasons) == 1 else ", ".join(f"{n} {r}" for n, r in reasons)
+    return f"{words} {left} left as {'it was' if left == 1 else 'they were'}: {why}."

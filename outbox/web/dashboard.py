@@ -25,6 +25,7 @@ from outbox.models import WorkerBeat, utcnow
 from outbox.ops import detail, heartbeats, pause, reports
 from outbox.web import confirm
 from outbox.web.forms import ActionForm, ResendAllForm
+from outbox.web.notice import is_htmx, said
 from outbox.web.roles import requires
 
 bp = Blueprint("dashboard", __name__)
@@ -88,10 +89,6 @@ def _live(now: datetime) -> dict[str, Any]:
     )
 
 
-def _is_htmx() -> bool:
-    return bool(request.headers.get("HX-Request")) and not request.headers.get("HX-Boosted")
-
-
 def _answer(html: str) -> Response:
     response = Response(html)
     response.headers["Vary"] = "HX-Request"
@@ -102,11 +99,10 @@ def _answer(html: str) -> Response:
 def index() -> Response:
     """The page; for htmx's poll, only its live part."""
     context = _live(utcnow())
-    if _is_htmx():
+    if is_htmx():
         return _answer(render_template("_live.html", **context))
     return _answer(render_template(
         "dashboard.html",
-        requeued=request.args.get("requeued", type=int),
         confirm_needed=request.args.get("confirm") == "needed",
         **context,
     ))  # fmt: skip
@@ -125,12 +121,13 @@ def resend(message_pk: int) -> ResponseReturnValue:
     except queue.MoveRefused as exc:
         abort(409, description=str(exc))
     audit.record("resend", message_pk)
-    if not _is_htmx():
-        return redirect(url_for("dashboard.index"))
+    done = f"Message #{message_pk} is queued again."
+    if not is_htmx():
+        return said(redirect(url_for("dashboard.index")), done)
     message = detail.message(message_pk, fresh=True)
     now = utcnow()
-    return _answer(render_template("_failure_row.html", m=message, form=ActionForm(), now=now,
-                                   oob_tiles=True, **tiles(now)))  # fmt: skip
+    return said(_answer(render_template("_failure_row.html", m=message, form=ActionForm(),
+                                        now=now, oob_tiles=True, **tiles(now))), done)  # fmt: skip
 
 
 @bp.post("/pause")
@@ -145,10 +142,11 @@ def pause_sending() -> ResponseReturnValue:
             "Pause sending?", PAUSE_DETAIL, request.path, url_for("dashboard.index"),
             {"reason": reason},
         )  # fmt: skip
-    _, made = pause.pause(current_user.email, reason)
+    held, made = pause.pause(current_user.email, reason)
     if made:
         audit.record("pause", detail=reason or None)
-    return _changed()
+        return said(live_part(), "Sending is paused: the workers stop claiming messages.")
+    return said(live_part(), f"Sending was paused already, by {held.paused_by}.")
 
 
 @bp.post("/resume")
@@ -163,11 +161,12 @@ def resume_sending() -> ResponseReturnValue:
     # None if it was not paused (resumed elsewhere meanwhile): nothing to record.
     if pause.resume() is not None:
         audit.record("resume")
-    return _changed()
+        return said(live_part(), "Sending resumes: the workers send the waiting messages.")
+    return said(live_part(), "Sending was not paused: nothing changed.")
 
 
-def _changed() -> ResponseReturnValue:
-    """After a pause or resume: the page again, or for htmx its live part."""
-    if not _is_htmx():
+def live_part() -> ResponseReturnValue:
+    """After an action on the dashboard: for htmx its live part, else the page again."""
+    if not is_htmx():
         return redirect(url_for("dashboard.index"))
     return _answer(render_template("_live.html", **_live(utcnow())))

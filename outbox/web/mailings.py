@@ -13,6 +13,7 @@ from outbox.models import ID_RANGE, Mailing
 from outbox.models.db import db
 from outbox.web.confirm import confirm_page, confirmed
 from outbox.web.forms import ActionForm
+from outbox.web.notice import plural, said
 from outbox.web.roles import requires
 
 bp = Blueprint("mailings", __name__, url_prefix="/mailings")
@@ -21,6 +22,12 @@ bp.before_request(login_required(lambda: None))
 RECIPIENTS_SHOWN = 50  # on a mailing's page, the first ones
 IN_FLIGHT = ("queued", "sending", "deferred")
 CANCEL_DETAIL = "Its waiting recipients are cancelled; mails being sent now finish."
+# What the notice says after each action; rows: how many of its messages it moved.
+DONE = {
+    "pause": "Mailing #{pk} is paused: {rows} held until it resumes.",
+    "resume": "Mailing #{pk} resumes: {rows} due again.",
+    "cancel": "Mailing #{pk} is cancelled: {rows} cancelled.",
+}
 
 
 @bp.get("")
@@ -46,7 +53,7 @@ def _progress(mailing: Mailing) -> dict[str, Any]:
     counts = control.progress([mailing.id])[mailing.id]
     waiting = mailing.state == OPEN and any(counts[s] for s in IN_FLIGHT)
     return dict(mailing=mailing, counts=counts, in_flight=waiting or counts["sending"] > 0,
-                form=ActionForm())  # fmt: skip
+                finished=not any(counts[s] for s in IN_FLIGHT), form=ActionForm())  # fmt: skip
 
 
 def _fragment(mailing: Mailing) -> Response:
@@ -84,9 +91,10 @@ def _act(mailing_id: int, action: str) -> ResponseReturnValue:
         abort(409, description=exc.error)
     audit.record(f"mailing_{action}", None, {"mailing": mailing_id, "moved": moved})
     db.session.expire_all()
+    words = DONE[action].format(pk=mailing_id, rows=plural(moved, "waiting message"))
     if request.headers.get("HX-Request"):
-        return _fragment(_mailing(mailing.id))
-    return redirect(url_for("mailings.show", mailing_id=mailing_id))
+        return said(_fragment(_mailing(mailing.id)), words)
+    return said(redirect(url_for("mailings.show", mailing_id=mailing_id)), words)
 
 
 @bp.post("/<int:mailing_id>/pause")

@@ -7,6 +7,7 @@ from flask import (
     Response,
     abort,
     current_app,
+    flash,
     redirect,
     render_template,
     request,
@@ -31,9 +32,11 @@ from outbox.models.db import db
 from outbox.ops import detail, pause, reports
 from outbox.queue.wire import recipient_json
 from outbox.web import compose as composing
+from outbox.web import dashboard
 from outbox.web.confirm import CANCEL, SEND_AGAIN, Ask, ask_first
 from outbox.web.downloads import as_download
 from outbox.web.forms import ActionForm, ResendAllForm
+from outbox.web.notice import is_htmx, plural, refused, said
 from outbox.web.roles import requires
 from outbox.web.shown import (
     INLINE_SHOWN_BYTES,
@@ -203,7 +206,9 @@ def _acted(message_pk: int) -> ResponseReturnValue:
     return redirect(url_for("messages.show", message_pk=message_pk))
 
 
-def _act(message_pk: int, move: Any, ask: Ask | None = None, *, action: str) -> ResponseReturnValue:
+def _act(message_pk: int, move: Any, ask: Ask | None = None, *, action: str,
+         done: str) -> ResponseReturnValue:  # fmt: skip
+    """Make the move once asked; the new state with a notice saying done (or why not)."""
     if not ActionForm().validate_on_submit():
         abort(400)
     asked = ask_first(_message(message_pk), ask)
@@ -214,26 +219,42 @@ def _act(message_pk: int, move: Any, ask: Ask | None = None, *, action: str) -> 
     except queue.MoveRefused as exc:
         abort(409, description=str(exc))
     audit.record(action, message_pk)
-    return _acted(message_pk)
+    return said(_acted(message_pk), done.format(pk=message_pk))
 
 
 @bp.post("/<int:message_pk>/resend")
 @requires("resend")
 def resend(message_pk: int) -> ResponseReturnValue:
     allowance = current_app.config["MAX_ATTEMPTS"]
-    return _act(message_pk, lambda: queue.resend(message_pk, allowance), action="resend")
+    return _act(
+        message_pk,
+        lambda: queue.resend(message_pk, allowance),
+        action="resend",
+        done="Message #{pk} is queued again.",
+    )
 
 
 @bp.post("/<int:message_pk>/cancel")
 @requires("cancel")
 def cancel(message_pk: int) -> ResponseReturnValue:
-    return _act(message_pk, lambda: queue.cancel(message_pk), CANCEL, action="cancel")
+    return _act(
+        message_pk,
+        lambda: queue.cancel(message_pk),
+        CANCEL,
+        action="cancel",
+        done="Message #{pk} is cancelled: it will not be sent.",
+    )
 
 
 @bp.post("/<int:message_pk>/send-now")
 @requires("send_now")
 def send_now(message_pk: int) -> ResponseReturnValue:
-    return _act(message_pk, lambda: queue.send_now(message_pk), action="send_now")
+    return _act(
+        message_pk,
+        lambda: queue.send_now(message_pk),
+        action="send_now",
+        done="Message #{pk} is due now: a worker sends it at its next tick.",
+    )
 
 
 @bp.post("/<int:message_pk>/send-again")
@@ -251,6 +272,7 @@ def send_again(message_pk: int) -> ResponseReturnValue:
         abort(409, description=str(exc))
     audit.record("send_again", message_pk, {"copy": new.id})
     target = url_for("messages.show", message_pk=new.id)
+    flash(f"Message #{message_pk} is sent again as #{new.id}, queued now.")  # shown on the copy
     if wants_fragment():
         return Response(status=204, headers={"HX-Redirect": target})
     return redirect(target)
@@ -262,10 +284,23 @@ def resend_failed() -> ResponseReturnValue:
     """Queue every failed message again, once the confirmation box is ticked."""
     form = ResendAllForm()
     if not form.validate_on_submit():
+        if is_htmx():
+            return refused("Tick the box to confirm: nothing was resent.")
         return redirect(url_for("dashboard.index", confirm="needed"))
     count = queue.resend_all_failed(current_app.config["MAX_ATTEMPTS"])
     audit.record("resend_all", detail={"requeued": count})
-    return redirect(url_for("dashboard.index", requeued=count))
+    return said(dashboard.live_part(), resent_all(count, reports.status_counts()["failed"]))
+
+
+def resent_all(count: int, left: reports.Count) -> str:
+    """What "Resend all failed" did, and why those still failed stay so."""
+    if count == 0 and left.value == 0:
+        return "Nothing was resent: no message is failed now."
+    words = f"{plural(count, 'failed message')} queued again."
+    if left.value:
+        words += (f" {left} stay{'s' if left.value == 1 else ''} failed: every recipient of "
+                  f"{'it' if left.value == 1 else 'each'} is on the suppression list.")  # fmt: skip
+    return words
 
 
 @bp.route("/new", methods=["GET", "POST"])

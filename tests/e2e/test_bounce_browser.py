@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from outbox.capabilities.bounces import store
 from outbox.models.db import db
 from tests.support import bouncemail, processes
-from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
+from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, go_to, staff_tab, stored
 
 # chromium first: nothing starts for tests that cannot run.
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
@@ -39,7 +39,7 @@ def test_the_inbox_a_bounce_and_the_bounced_message_fit_the_screen(browser, site
     SCREENSHOTS.mkdir(exist_ok=True)
     pk, bounce = bounced(site, width)
     with staff_tab(browser, site, console, width) as page:
-        page.get_by_role("link", name="Bounces", exact=True).click()
+        go_to(page, "Bounces")
         expect(page.get_by_role("heading", name="Bounce inbox")).to_be_visible()
         expect(page.locator("table.bounces tbody tr").first).to_contain_text(LONG)  # newest first
         fits(page, width)

@@ -13,6 +13,7 @@ from tests.support.browser import (
     SCREENSHOTS,
     STAFF,
     compose,
+    go_to,
     new_page,
     received,
     same_document,
@@ -97,7 +98,7 @@ def test_550_fails_live_and_the_dashboard_resend_sends_it_live(staff_page, site)
         expect(cells.nth(6)).to_contain_text("refused by policy")
         recorder.rcpt_replies.clear()
 
-        page.get_by_role("link", name="Dashboard", exact=True).click()
+        go_to(page, "Dashboard")
         row = page.locator(f"#failure-{pk}")
         expect(row).to_contain_text("bounce@example.com")
         expect(row).to_contain_text("550 5.7.1 <bounce@example.com>: refused by policy")
@@ -136,7 +137,7 @@ def test_outbox_list_shows_counts_and_updates_a_row_live(staff_page, site, conso
     compose(page, "carol@example.com", "Due in a moment", "Hi Carol", send_after=later)
     expect(status_of(page)).to_have_text("queued")
 
-    page.get_by_role("link", name="Outbox", exact=True).click()
+    go_to(page, "Outbox")
     row = page.locator("#rows tr", has_text="Due in a moment")
     with same_document(page):
         expect(row.locator(".status")).to_have_text("queued")
@@ -163,7 +164,7 @@ def test_outbox_list_shows_counts_and_updates_a_row_live(staff_page, site, conso
 
 def test_compose_shows_a_malformed_address_next_to_its_field(staff_page, console):
     page = staff_page
-    page.get_by_role("link", name="Compose", exact=True).click()
+    go_to(page, "Compose")
     page.get_by_label("To", exact=True).fill("ann@@example.com")
     page.get_by_label("Text body", exact=True).fill("This will not be queued.")
     console.allow_status(page.url, 422)

@@ -16,6 +16,7 @@ from tests.support.browser import (
     WIDTHS,
     enqueue,
     fits,
+    go_to,
     same_document,
     sign_in,
     staff_tab,
@@ -48,7 +49,7 @@ def test_compose_error_keeps_every_field_then_sends_at_the_berlin_time_in_utc(
     brochure = tmp_path / "brochure.txt"
     brochure.write_text("Our brochure\n")
     with staff_tab(browser, site, console, width, zone="Europe/Berlin") as page:
-        page.get_by_role("link", name="Compose", exact=True).click()
+        go_to(page, "Compose")
         more = page.locator("details.more")
         expect(more).not_to_have_attribute("open", "")
         for label in FOLDED:

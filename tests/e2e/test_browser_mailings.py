@@ -11,7 +11,7 @@ from playwright.sync_api import expect
 from outbox.capabilities.mailings import intake
 from outbox.models import utcnow
 from outbox.models.db import db
-from tests.support.browser import LIVE, SCREENSHOTS, fits, staff_tab
+from tests.support.browser import LIVE, SCREENSHOTS, fits, go_to, staff_tab
 
 # chromium first: nothing starts for tests that cannot run.
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
@@ -45,7 +45,7 @@ def test_the_mailing_page_follows_sending_live_and_pauses_resumes_and_cancels(
 
         asked: list[str] = []
         page.on("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
-        page.get_by_role("link", name="Mailings", exact=True).click()
+        go_to(page, "Mailings")
         page.get_by_role("link", name=f"#{held}", exact=True).click()
         expect(page.locator("#count-queued")).to_have_text("12")
         page.evaluate("window.__sameDocument = true")

@@ -6,7 +6,7 @@ import pytest
 from playwright.sync_api import expect
 
 from outbox.ops import pause
-from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
+from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, go_to, staff_tab, stored
 
 # chromium first: nothing starts for tests that cannot run.
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
@@ -39,12 +39,12 @@ def test_pause_from_the_dashboard_holds_the_queue_and_resume_sends_it(
             fits(page, width)
             page.screenshot(path=SCREENSHOTS / f"dashboard-paused-{width}.png", full_page=True)
 
-            page.get_by_role("link", name="Outbox", exact=True).click()
+            go_to(page, "Outbox")
             expect(page.locator("#paused")).to_contain_text("relay maintenance", timeout=LIVE)
             fits(page, width)
             page.screenshot(path=SCREENSHOTS / f"outbox-paused-{width}.png", full_page=True)
 
-            page.get_by_role("link", name="Dashboard", exact=True).click()
+            go_to(page, "Dashboard")
             # The live refresh follows a resume and a pause made elsewhere (the shell).
             with site.app.app_context():
                 pause.resume()

@@ -5,7 +5,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.browser import LIVE, SCREENSHOTS, compose, enqueue, fits, staff_tab
+from tests.support.browser import LIVE, SCREENSHOTS, compose, enqueue, fits, go_to, staff_tab
 
 # chromium first: nothing starts for tests that cannot run.
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
@@ -25,7 +25,7 @@ def test_the_list_fills_from_a_refusal_and_by_hand_and_keeps_mail_off_the_wire(
     finally:
         site.smtp.recorder.rcpt_replies.pop(unknown, None)
     with staff_tab(browser, site, console, width) as page:
-        page.get_by_role("link", name="Suppressions", exact=True).click()
+        go_to(page, "Suppressions")
         row = page.locator("table.suppressions tbody tr", has_text=unknown)
         expect(row).to_contain_text("5.1.1")
         expect(row).to_contain_text("smtp")

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from outbox.capabilities.bounces import store
 from outbox.models.db import db
 from tests.support import complaintmail, processes
-from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, staff_tab, stored
+from tests.support.browser import LIVE, SCREENSHOTS, enqueue, fits, go_to, staff_tab, stored
 
 # chromium first: nothing starts for tests that cannot run.
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
@@ -40,7 +40,7 @@ def test_the_complaint_tab_a_complaint_and_its_message_fit_the_screen(
     SCREENSHOTS.mkdir(exist_ok=True)
     pk, report, address = complained(site, width)
     with staff_tab(browser, site, console, width) as page:
-        page.get_by_role("link", name="Bounces", exact=True).click()
+        go_to(page, "Bounces")
         page.get_by_role("link", name="complaint", exact=True).click()
         rows = page.locator("table.bounces tbody tr")
         expect(rows.first).to_contain_text(address)

@@ -14,7 +14,7 @@ from outbox.capabilities.dkim import keys
 from outbox.capabilities.domains import doctor
 from outbox.capabilities.routes.config import table_of
 from outbox.models import utcnow
-from tests.support.browser import WIDTHS, enqueue, screenshot_fits, staff_tab
+from tests.support.browser import WIDTHS, enqueue, go_to, screenshot_fits, staff_tab
 from tests.support.dns import serving, txt
 
 try:
@@ -224,7 +224,7 @@ def test_the_domains_page_fits_and_checks_again_in_chromium(browser, site, conso
         with staff_tab(browser, site, console, width) as page:
             site.app.config.update(DNS_RESOLVERS=broken, DOMAINS_CACHE=600)
             site.app.extensions.pop(doctor.KEY, None)  # the other width's round
-            page.get_by_role("link", name="Domains", exact=True).click()
+            go_to(page, "Domains")
             heading = page.get_by_role("heading", name="example.com")
             expect(heading).to_contain_text("problem")  # two DMARC records
             expect(page.locator("tr.check-dmarc")).to_contain_text("2 DMARC records")

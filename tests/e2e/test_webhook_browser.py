@@ -5,7 +5,7 @@ import pytest
 
 from outbox.capabilities.webhooks import endpoints, events, store
 from outbox.models.db import db
-from tests.support.browser import WIDTHS, screenshot_fits, staff_tab
+from tests.support.browser import WIDTHS, go_to, screenshot_fits, staff_tab
 
 try:
     from playwright.sync_api import expect
@@ -42,7 +42,7 @@ def test_the_webhook_pages_fit_and_the_banner_names_the_disabled_endpoint(
     with staff_tab(browser, site, console, width) as page:
         page.goto("/")
         expect(page.locator("p.webhooks-off")).to_contain_text("failed 9 times")
-        page.get_by_role("link", name="Webhooks", exact=True).click()
+        go_to(page, "Webhooks")
         expect(page.get_by_role("heading", name="Webhooks")).to_be_visible()
         screenshot_fits(page, "webhooks", width)
         page.goto(f"/admin/webhooks/{hooked}")

@@ -29,6 +29,7 @@ from tests.support.pages import (
     fresh,
     htmx,
     move_to,
+    notice_of,
     parse,
     shown_value,
 )
@@ -575,8 +576,11 @@ def test_dashboard_polls_for_its_live_part_alone(signed_in, make_in):
     assert part.find("form", id="resend-all")["hx-preserve"] == "true"
     assert [t.text for t in part.find_all("h2")] == [
         "Guardrails: rates against thresholds",  # the failure's refusal is counted
-        "Sent and failed per hour, last 24 hours (UTC)", "Latest failures", "Workers"
-    ]  # fmt: skip
+        "Sent and failed per hour, last 24 hours (UTC)",
+        "Latest failures",
+        "Workers",
+        "Sending",
+    ]  # fmt: skip  (the queue first; pausing, rare, last)
 
 
 def test_dashboard_resend_without_javascript_goes_back_to_the_dashboard(signed_in, make_in):
@@ -699,7 +703,7 @@ def test_resend_all_failed_needs_the_box_ticked(signed_in, make_in):
     response = signed_in.post(form["action"], data=data)
     assert response.status_code == 302
     page = parse(signed_in.get(response.headers["Location"]))
-    assert "Queued 2 failed messages again." in page.find(role="status").text
+    assert page.find(id="notice").text == "2 failed messages queued again."
     assert [fresh(i).status for i in failed] == ["queued", "queued"]
     assert fresh(cancelled).status == "cancelled"
 
@@ -917,8 +921,8 @@ def test_bulk_resend_moves_only_what_each_status_allows_and_says_how_many(signed
     done = bulk_post(signed_in, chosen, "resend", query="?status=failed")
     assert done.status_code == 302 and done.headers["Location"] == "/messages?status=failed"
     after = parse(signed_in.get(done.headers["Location"]))
-    assert after.find("p", class_="notice").text == (
-        "3 queued again; 2 skipped (not failed or cancelled)."
+    assert after.find(id="notice").text == (
+        "3 messages queued again. 2 left as they were: not failed or cancelled."
     )
     assert [fresh(pk).status for pk in chosen] == ["queued"] * 3 + ["sent", "queued"]
 
@@ -928,10 +932,11 @@ def test_bulk_cancel_over_htmx_answers_the_listing_with_its_tally(signed_in, mix
     headers = htmx(signed_in, "/messages")
     response = bulk_post(signed_in, chosen, "cancel", htmx_headers=headers, query="?status=all")
     assert response.status_code == 200
-    listing = parse(response).find("div", id="listing")
-    assert listing.find("p", class_="notice").text == (
-        "3 cancelled; 3 skipped (not queued or deferred)."
-    )
+    assert parse(response).find("div", id="listing")
+    assert notice_of(response) == {
+        "text": "3 messages cancelled. 3 left as they were: not queued or deferred.",
+        "refused": False,
+    }
     assert {fresh(pk).status for pk in chosen[:3]} == {"cancelled"}
     assert {fresh(pk).status for pk in chosen[3:]} == {"failed"}
 

@@ -272,9 +272,17 @@ def sign_in(page: Page, email: str, password: str) -> None:
     page.get_by_role("button", name="Sign in").click()
 
 
+def go_to(page: Page, name: str) -> None:
+    """Follow a link of the navigation, opening the phone's menu first when it is closed."""
+    menu = page.locator("details.menu")
+    if menu.locator("summary").is_visible() and not menu.evaluate("menu => menu.open"):
+        menu.locator("summary").click()
+    page.get_by_role("navigation", name="Pages").get_by_role("link", name=name, exact=True).click()
+
+
 def compose(page: Page, to: str, subject: str, text: str, **more: Any) -> int:
     """Fill the compose form from the nav link, send it, and return the new message's id."""
-    page.get_by_role("link", name="Compose", exact=True).click()
+    go_to(page, "Compose")
     page.get_by_label("To", exact=True).fill(to)
     page.get_by_label("Subject", exact=True).fill(subject)
     page.get_by_label("Text body", exact=True).fill(text)

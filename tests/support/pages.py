@@ -199,3 +199,9 @@ def compose(client, **fields):  # type: ignore[no-untyped-def]
     """The compose form posted with a valid CSRF token; fields override its defaults."""
     form = {"csrf_token": csrf(client), "to": "ann@example.com", "text": "Hi", **fields}
     return client.post("/messages/new", data=form)
+
+
+def notice_of(response) -> dict[str, object] | None:  # type: ignore[no-untyped-def]
+    """The notice an htmx answer carries in its HX-Trigger header (outbox.web.notice)."""
+    header = response.headers.get("HX-Trigger")
+    return json.loads(header)["outbox:notice"] if header else None
