@@ -53,8 +53,9 @@ def findings(page: Page, source: str) -> list[dict[str, Any]]:
 
 def pages(page: Page) -> list[str]:
     """The paths the menu links to, and one message's page."""
-    links = page.get_by_role("navigation", name="Pages").get_by_role("link")
-    paths = {link.get_attribute("href") or "" for link in links.all()}
+    # Read from the document: on a phone the links sit in the closed menu, out of sight.
+    hrefs = "links => links.map(link => link.getAttribute('href'))"
+    paths = set(page.eval_on_selector_all("nav[aria-label='Pages'] a", hrefs))
     page.goto("/messages")
     first = page.locator("#rows a[href^='/messages/']").first.get_attribute("href")
     return sorted(paths | {first or "", "/messages?status=all", "/no-such-page"} - {""})

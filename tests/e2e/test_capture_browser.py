@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 from outbox import queue
 from outbox.core.drafts import build_draft
 from outbox.models.db import db
-from tests.support.browser import SENDER, WIDTHS, fits, settled, staff_tab
+from tests.support.browser import SENDER, WIDTHS, fits, go_to, settled, staff_tab
 
 pytestmark = [pytest.mark.usefixtures("chromium", "clean_console"), pytest.mark.browser]
 
@@ -34,9 +34,7 @@ def test_a_real_worker_captures_the_mail_and_the_page_shows_it_with_no_script_ru
     for width in WIDTHS:
         with staff_tab(browser, capture_site, console, width) as page:
             expect(page.locator(".banner.delivery")).to_contain_text("Capture mode")
-            page.get_by_role("navigation", name="Pages").get_by_role(
-                "link", name="Captured"
-            ).click()
+            go_to(page, "Captured")
             expect(page.get_by_role("heading", name="Captured")).to_be_visible()
             fits(page, width)
             page.get_by_role("link", name="Captured hello").click()
