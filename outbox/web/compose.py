@@ -1,10 +1,11 @@
-"""The compose page: the form, its send-after time in the staff user's zone, its errors."""
+"""The compose page: the form, its send-after time in the staff user's zone, its errors, and
+Edit and resend: a failed or cancelled message opened as a new draft with its content."""
 
 from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from flask import current_app, redirect, render_template, request, url_for
+from flask import abort, current_app, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from werkzeug.datastructures import FileStorage
@@ -13,8 +14,10 @@ from outbox import queue
 from outbox.auth import audit
 from outbox.core.checks import Upload, check_upload, oversize
 from outbox.core.drafts import Draft, DraftError, build_draft
+from outbox.core.kinds import MessageKind, kind_of
 from outbox.core.schema import FORM_KINDS
-from outbox.ops import metrics
+from outbox.models import Message
+from outbox.ops import detail, metrics
 from outbox.web.forms import ComposeForm
 
 FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]  # the uploads
@@ -23,6 +26,53 @@ FILES = [name for name, kind in FORM_KINDS.items() if kind == "files"]  # the up
 ZONE_CHARS = 64
 # The fields folded behind "More options"; the fold opens when one has a value or an error.
 MORE = ("cc", "bcc", "reply_to", "priority", "stream", "send_after")
+# What Edit and resend opens: a message that reached no one, written from its columns (a
+# mailing's recipient comes from its mailing, a submitted mail is sent as it came).
+EDITABLE = ("failed", "cancelled")
+
+
+def editable(message: Message) -> bool:
+    """Whether the message can be opened as a new draft (its page shows the button)."""
+    return message.status in EDITABLE and kind_of(message) is MessageKind.PLAIN
+
+
+def _original(pk: str | None) -> Message | None:
+    """The message the form edits a copy of: None for a new one; 404 or 409 if it cannot be."""
+    if not pk:
+        return None
+    found = detail.message(int(pk)) if pk.isdigit() and len(pk) < 19 else None
+    if found is None:
+        abort(404)
+    if not editable(found):
+        abort(409, description=f"Message {found.id} is {found.status}: only a failed or "
+              "cancelled message written here or by the API opens as a draft.")  # fmt: skip
+    return found
+
+
+def _fill(form: ComposeForm, original: Message) -> None:
+    """The form holding the original's content, as a person would type it."""
+    draft = queue.draft_of(original)
+    typed = {"from": str(draft.from_addr), "to": ", ".join(map(str, draft.to)),
+             "cc": ", ".join(map(str, draft.cc)), "bcc": ", ".join(map(str, draft.bcc)),
+             "reply_to": str(draft.reply_to or ""), "subject": draft.subject,
+             "text": draft.text or "", "html": draft.html or "",
+             "priority": str(draft.priority), "stream": draft.stream.value}  # fmt: skip
+    for name, value in typed.items():
+        form[ComposeForm.name_of(name)].data = value
+    form.edit.data = str(original.id)
+
+
+def _carried(draft: Draft, original: Message) -> Draft:
+    """The edited draft with what the form does not show: the original's headers, labels
+    and attachments (files chosen now come on top)."""
+    kept = queue.draft_of(original)
+    draft.headers = {**kept.headers, **draft.headers}
+    draft.metadata = {**kept.metadata, **draft.metadata}
+    draft.attachments[:0] = kept.attachments
+    limit = current_app.config["MAX_MESSAGE_BYTES"]
+    if (size := draft.size()) > limit:
+        raise DraftError({"attachments": oversize(limit, size)})
+    return draft
 
 
 def zone_named(name: str | None) -> ZoneInfo:
@@ -78,7 +128,10 @@ def _chosen() -> list[FileStorage]:
     return found
 
 
-def _page(form: ComposeForm, status: int, dropped: list[str] | None = None) -> ResponseReturnValue:
+def _page(
+    form: ComposeForm, status: int, dropped: list[str] | None = None,
+    original: Message | None = None,
+) -> ResponseReturnValue:  # fmt: skip
     """The form as typed; dropped names the files to choose again after an error."""
     folded = [form[ComposeForm.name_of(name)] for name in MORE]
     more_open = any(f.errors or f.data not in (None, "", f.default) for f in folded)
@@ -86,8 +139,10 @@ def _page(form: ComposeForm, status: int, dropped: list[str] | None = None) -> R
         zone = zone_named(form.zone.data).key
     except ValueError:
         zone = "UTC"
+    carried = detail.attachments(original.id) if original is not None else []
     return render_template("messages/new.html", form=form, more_open=more_open, zone=zone,
-                           dropped=dropped or []), status  # fmt: skip
+                           dropped=dropped or [], original=original,
+                           carried=carried), status  # fmt: skip
 
 
 def _checked(form: ComposeForm, files: list[FileStorage]) -> Draft:
@@ -125,20 +180,27 @@ def compose() -> ResponseReturnValue:
     store of unsent uploads beside the queue, with its own limits and expiry.
     """
     form = ComposeForm()
+    original = _original(request.values.get("edit"))
     if request.method == "GET":
-        form[ComposeForm.name_of("from")].data = current_app.config["MAIL_DEFAULT_SENDER"] or ""
+        if original is not None:
+            _fill(form, original)
+        else:
+            form[ComposeForm.name_of("from")].data = current_app.config["MAIL_DEFAULT_SENDER"] or ""
     if not form.validate_on_submit():
-        return _page(form, 422 if request.method == "POST" else 200)
+        return _page(form, 422 if request.method == "POST" else 200, original=original)
     files = _chosen()
     try:
         draft = _checked(form, files)
+        if original is not None:
+            draft = _carried(draft, original)
     except DraftError as exc:
         for name, problem in exc.errors.items():
             field = form[ComposeForm.name_of(name)] if name in FORM_KINDS else form.to
             field.errors = [*field.errors, problem]
-        return _page(form, 422, [f.filename or "" for f in files])
+        return _page(form, 422, [f.filename or "" for f in files], original)
     message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
-                               max_attempts=current_app.config["MAX_ATTEMPTS"])  # fmt: skip
-    audit.record("compose", message.id)
+                               max_attempts=current_app.config["MAX_ATTEMPTS"],
+                               resent_from=original.id if original else None)  # fmt: skip
+    audit.record("compose", message.id, {"edited": original.id} if original else None)
     metrics.count_enqueued("compose", streams={draft.stream.value: 1})
     return redirect(url_for("messages.show", message_pk=message.id))

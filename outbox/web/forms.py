@@ -38,6 +38,7 @@ class ComposeForm(FlaskForm):
     LABELS = {"send_after": "Send after"}
 
     zone = HiddenField(default="UTC")
+    edit = HiddenField()  # Edit and resend: the message this queues a corrected copy of
 
     @classmethod
     def name_of(cls, wire_name: str) -> str:

@@ -121,6 +121,7 @@ def _state(message: Message) -> dict[str, Any]:
                 copies=detail.copies(message.id, COPIES_SHOWN),
                 form=ActionForm(), in_flight=message.status in reports.IN_FLIGHT,
                 took=queue_to_sent(message.created_at, message.sent_at),
+                editable=composing.editable(message),
                 now=utcnow())  # fmt: skip
 
 
