@@ -31,9 +31,10 @@ def test_forms_carry_every_field_but_the_headers():
 def test_the_compose_form_has_a_labelled_control_for_each_form_field():
     controls = {name: getattr(ComposeForm, name) for name in dir(ComposeForm)}
     controls = {name: c for name, c in controls.items() if hasattr(c, "_formfield")}
-    # zone: the browser's time zone for Send after, a field of the form, not of the message.
+    # zone: the browser's time zone for Send after; edit: the message Edit and resend
+    # corrects. Fields of the form, not of the message.
     fields = {ComposeForm.name_of(name) for name in schema.FORM_KINDS}
-    assert set(controls) == fields | {"zone"}
+    assert set(controls) == fields | {"zone", "edit"}
     for name, field in schema.NewMessage.model_fields.items():
         wire_name = schema.WIRE_NAMES[name]
         if wire_name in schema.FORM_KINDS:
