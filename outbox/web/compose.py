@@ -16,7 +16,7 @@ from outbox.core.checks import Upload, check_upload, oversize
 from outbox.core.drafts import Draft, DraftError, build_draft
 from outbox.core.kinds import MessageKind, kind_of
 from outbox.core.schema import FORM_KINDS
-from outbox.models import Message
+from outbox.models import ID_RANGE, Message
 from outbox.ops import detail, metrics
 from outbox.web.forms import ComposeForm
 
@@ -40,7 +40,7 @@ def _original(pk: str | None) -> Message | None:
     """The message the form edits a copy of: None for a new one; 404 or 409 if it cannot be."""
     if not pk:
         return None
-    found = detail.message(int(pk)) if pk.isdigit() and len(pk) < 19 else None
+    found = detail.message(int(pk)) if pk.isdigit() and int(pk) in ID_RANGE else None
     if found is None:
         abort(404)
     if not editable(found):
