@@ -1,7 +1,6 @@
 """/healthz and /readyz: the process, the database, the schema and the workers, without sessions."""
 
 import socket
-import time
 from datetime import timedelta
 
 import pytest
@@ -33,9 +32,7 @@ def test_healthz_answers_ok_without_a_database_or_a_cookie(tmp_path):
 
 @pytest.mark.all_databases
 def test_readyz_names_each_check_and_sets_no_cookie(app, signed_in):
-    started = time.perf_counter()
     answer = signed_in.get("/readyz")
-    took = time.perf_counter() - started
     assert answer.status_code == 200, answer.json
     assert answer.json["ready"] is True
     checks = answer.json["checks"]
@@ -43,7 +40,6 @@ def test_readyz_names_each_check_and_sets_no_cookie(app, signed_in):
     head, _ = revisions(app)
     assert checks["schema"] == {"ok": True, "at": head, "head": head}
     assert "Set-Cookie" not in answer.headers
-    assert took < 0.5  # a few ms in fact; the bound only catches a hang
 
 
 def test_readyz_fails_when_the_database_is_unreachable(tmp_path):

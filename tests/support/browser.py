@@ -330,7 +330,10 @@ def fits(page: Page, width: int) -> None:
     """Nothing in the page's content reaches past the viewport: no sideways scrolling.
 
     The header is the layout's (its own test holds it at 390 px); this holds what is below.
+    A page reached by a click can be read before its stylesheet has come on a busy machine
+    (unstyled, the stacked tables are as wide as their columns): the load event waits for it.
     """
+    page.wait_for_load_state("load")
     assert page.evaluate("document.documentElement.clientWidth") <= width
     assert page.evaluate(PAST_THE_EDGE) == [], f"wider than {width} px"
 
@@ -374,6 +377,7 @@ def settled(site: Site, *ids: int) -> dict[int, str]:
 
 def screenshot_fits(page: Page, name: str, width: int) -> None:
     """Nothing scrolls sideways; the user and Sign out are in view; a screenshot kept."""
+    page.wait_for_load_state("load")  # the stylesheet has come (fits says why)
     page.screenshot(path=SCREENSHOTS / f"{name}-{width}.png", full_page=True)
     scroll, inner = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
     wide = page.evaluate(
