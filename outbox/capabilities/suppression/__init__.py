@@ -114,6 +114,25 @@ def suppresses(entry: Row[Any] | Suppression, stream: str) -> bool:
     return stream == Stream.BROADCAST.value or entry.source not in BROADCAST_ONLY
 
 
+def keeping(
+    addresses: Iterable[str], stream: str, now: datetime | None = None
+) -> dict[str, Suppression]:
+    """The live entries that keep mail of this stream from these addresses, by the address
+    as given: what the compose page warns of before it queues a message."""
+    now = now or utcnow()
+    by_key: dict[str, list[str]] = {}
+    for address in addresses:
+        by_key.setdefault(key_of(address), []).append(address)
+    if not by_key:
+        return {}
+    stmt = select(Suppression).where(Suppression.key.in_(list(by_key)), _live(now))
+    found = {}
+    for entry in db.session.scalars(stmt):
+        if suppresses(entry, stream):
+            found.update(dict.fromkeys(by_key[entry.key], entry))
+    return found
+
+
 def find(address: str) -> Suppression | None:
     """The entry of an address, live or expired."""
     return db.session.execute(
