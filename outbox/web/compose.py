@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from flask import abort, current_app, redirect, render_template, request, url_for
+from flask import abort, current_app, make_response, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from werkzeug.datastructures import FileStorage
@@ -14,10 +14,13 @@ from werkzeug.datastructures import FileStorage
 from outbox import queue
 from outbox.auth import audit
 from outbox.capabilities import suppression
+from outbox.core.addresses import parse
 from outbox.core.checks import Upload, check_upload, oversize
 from outbox.core.drafts import Draft, DraftError, build_draft
 from outbox.core.kinds import MessageKind, kind_of
 from outbox.core.schema import FORM_KINDS
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
+from outbox.core.streams import Stream
 from outbox.models import ID_RANGE, Message, Suppression
 from outbox.ops import detail, metrics
 from outbox.web.forms import ComposeForm
@@ -142,6 +145,34 @@ def why_suppressed(entry: Suppression, zone: ZoneInfo) -> str:
     return f"{said}: {entry.reason}" if entry.reason else said
 
 
+def _kept(addresses: list[str], stream: str, zone_name: str | None) -> list[tuple[str, str]]:
+    """(address, why) for each of these addresses the list keeps mail of stream from."""
+    found = suppression.keeping(addresses, stream)
+    try:
+        zone = zone_named(zone_name)
+    except ValueError:
+        zone = ZoneInfo("UTC")
+    return [(address, why_suppressed(entry, zone)) for address, entry in found.items()]
+
+
+def typed_check() -> ResponseReturnValue:
+    """As an address field loses focus (htmx): the typed To, Cc and Bcc addresses the list
+    keeps the message from, named beside the form before it is sent. Nothing while they
+    cannot be read: the submit names that fault."""
+    typed = [request.args.get(name, "") for name in ("to", "cc", "bcc")]
+    stream = request.args.get("stream", "")
+    if stream not in {s.value for s in Stream}:
+        stream = DEFAULT_STREAM.value
+    try:
+        boxes = parse(typed, frozenset(current_app.config["ALLOWED_SPECIAL_DOMAINS"]))
+    except ValueError:
+        boxes = []
+    kept = _kept([box.address for box in boxes], stream, request.args.get("zone"))
+    response = make_response(render_template("messages/_compose_suppressed.html", kept=kept))
+    response.headers["Vary"] = "HX-Request"
+    return response
+
+
 def _warnings(draft: Draft, form: ComposeForm) -> list[tuple[str, str]]:
     """(address, why) for each recipient the suppression list keeps this mail from, unless
     the person was warned of each (the form's send_anyway field lists those). None with
@@ -150,14 +181,8 @@ def _warnings(draft: Draft, form: ComposeForm) -> list[tuple[str, str]]:
         return []
     warned = set(filter(None, (form.send_anyway.data or "").split("\n")))
     addresses = [r.address for r in (*draft.to, *draft.cc, *draft.bcc)]
-    found = suppression.keeping(addresses, draft.stream.value)
-    if not set(found) - warned:
-        return []
-    try:
-        zone = zone_named(form.zone.data)
-    except ValueError:
-        zone = ZoneInfo("UTC")
-    return [(address, why_suppressed(entry, zone)) for address, entry in found.items()]
+    kept = _kept(addresses, draft.stream.value, form.zone.data)
+    return kept if {address for address, _ in kept} - warned else []
 
 
 def _page(

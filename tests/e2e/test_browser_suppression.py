@@ -14,12 +14,14 @@ pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_co
 
 
 def compose_anyway(page: Page, to: str, subject: str, warned: dict[str, str], width: int) -> int:
-    """Compose to addresses some of which are suppressed: the first Send brings the form
-    back, as typed, with a warning naming each in warned with its words; Send anyway
-    queues it. The new message's id."""
+    """Compose to addresses some of which are suppressed: named as To is left, then the
+    first Send brings the form back, as typed, with a warning naming each in warned with
+    its words; Send anyway queues it. The new message's id."""
     go_to(page, "Compose")
     page.get_by_label("To", exact=True).fill(to)
-    page.get_by_label("Subject", exact=True).fill(subject)
+    page.get_by_label("Subject", exact=True).fill(subject)  # To left: checked as it is
+    for address in warned:
+        expect(page.locator("#suppressed-check")).to_contain_text(address)
     page.get_by_label("Text body", exact=True).fill("Hi")
     page.get_by_role("button", name="Send", exact=True).click()
     warning = page.locator("#suppressed-warning")

@@ -12,7 +12,7 @@ from outbox.core.recipients import State
 from outbox.models import Message, Suppression
 from outbox.models.db import db
 from outbox.web.compose import why_suppressed
-from tests.support.pages import compose, parse
+from tests.support.pages import as_role, compose, parse
 
 ANN, BOB, CAT = "ann@example.com", "bob@example.com", "cat@example.com"
 THIRD_OF_NOVEMBER = datetime(2026, 11, 3, 12, 0)
@@ -87,3 +87,28 @@ def test_the_day_is_the_staff_members_own():
     entry = Suppression(source="bounce", reason="", created_at=datetime(2026, 11, 3, 2, 0))
     assert why_suppressed(entry, ZoneInfo("America/New_York")) == "hard bounce on 2 Nov 2026"
     assert why_suppressed(entry, ZoneInfo("UTC")) == "hard bounce on 3 Nov 2026"
+
+
+def test_the_typed_addresses_are_checked_as_an_address_field_is_left(signed_in):
+    listed(BOB, "550 5.1.1 no such user", "bounce")
+    listed(CAT, "unsubscribed", "unsubscribe")
+    query = {"to": f"{ANN}, Bob <{BOB}>", "cc": CAT, "bcc": "", "stream": "transactional",
+             "zone": "UTC"}  # fmt: skip
+    answer = signed_in.get("/messages/new/suppressed", query_string=query,
+                           headers={"HX-Request": "true"})  # fmt: skip
+    assert answer.status_code == 200 and answer.headers["Vary"] == "HX-Request"
+    items = [li.text for li in parse(answer).find_all("li")]
+    assert items == [f"{BOB}: hard bounce on 3 Nov 2026: 550 5.1.1 no such user"]
+    broadcast = signed_in.get("/messages/new/suppressed", query_string={**query,
+                              "stream": "broadcast"})  # fmt: skip
+    assert len(parse(broadcast).find_all("li")) == 2
+    for unread in ({"to": "not an address"}, {"to": ANN}, {}):
+        assert signed_in.get("/messages/new/suppressed", query_string=unread).data.strip() == b""
+    page = parse(signed_in.get("/messages/new"))
+    check = page.find("div", id="suppressed-check")
+    assert check["hx-get"] == "/messages/new/suppressed" and check["role"] == "status"
+
+
+def test_the_check_needs_the_compose_role(app, staff):
+    viewer = as_role(app, staff, "viewer")
+    assert viewer.get("/messages/new/suppressed", query_string={"to": ANN}).status_code == 403
