@@ -179,7 +179,8 @@ def _warnings(draft: Draft, form: ComposeForm) -> list[tuple[str, str]]:
     OUTBOX_SUPPRESSED=reject: the queue refuses the message, naming them, instead."""
     if current_app.config["SUPPRESSED"] == "reject":
         return []
-    warned = set(filter(None, (form.send_anyway.data or "").split("\n")))
+    # A browser posts the field's line breaks as CRLF.
+    warned = set(filter(None, (form.send_anyway.data or "").splitlines()))
     addresses = [r.address for r in (*draft.to, *draft.cc, *draft.bcc)]
     kept = _kept(addresses, draft.stream.value, form.zone.data)
     return kept if {address for address, _ in kept} - warned else []
