@@ -51,8 +51,9 @@ def test_the_first_send_names_each_suppressed_address_and_queues_nothing(signed_
 def test_send_anyway_queues_it_with_the_suppressed_recipients_refused_as_any(signed_in):
     listed(BOB, "550 5.1.1 no such user", "bounce")
     listed(CAT, "complained", "complaint")
-    answer = compose(signed_in, to=f"{ANN}, {BOB}", cc=CAT, subject="Hi",
-                     send_anyway=f"{BOB}\r\n{CAT}")  # as a browser posts the lines
+    answer = compose(
+        signed_in, to=f"{ANN}, {BOB}", cc=CAT, subject="Hi", send_anyway=f"{BOB}\r\n{CAT}"
+    )  # as a browser posts the lines
     assert answer.status_code == 302 and stored() == 1
     message = db.session.scalars(select(Message)).one()
     states = {entry.address: entry.state for entry in message.recipients}
