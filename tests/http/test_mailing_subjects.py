@@ -41,9 +41,8 @@ def test_a_mailings_recipients_show_and_are_found_by_the_subject_each_gets(
     one = parse(signed_in.get("/messages", query_string={"q": "News for R007"}))
     assert subjects(one) == ["News for R007"]
 
-    listing = client.get("/api/messages?limit=500", headers=auth(token)).get_json()["messages"]
-    assert [m["subject"] for m in listing][:2] == ["News for R299", "News for R298"]
-    assert listing[-1]["subject"] == "An order of its own"
+    listing = client.get("/api/messages?limit=200", headers=auth(token)).get_json()["messages"]
+    assert [m["subject"] for m in listing] == [f"News for R{n:03d}" for n in range(299, 99, -1)]
     seventh = client.get(f"/api/messages/{rows[7].id}", headers=auth(token)).get_json()
     assert (seventh["subject"], seventh["mailing_id"]) == ("News for R007", rows[7].mailing_id)
 

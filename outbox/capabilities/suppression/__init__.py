@@ -118,19 +118,14 @@ def keeping(
     addresses: Iterable[str], stream: str, now: datetime | None = None
 ) -> dict[str, Suppression]:
     """The live entries that keep mail of this stream from these addresses, by the address
-    as given: what the compose page warns of before it queues a message."""
-    now = now or utcnow()
-    by_key: dict[str, list[str]] = {}
-    for address in addresses:
-        by_key.setdefault(key_of(address), []).append(address)
-    if not by_key:
+    as given, in the order given: what the compose page warns of before it queues a message."""
+    keys = {address: key_of(address) for address in addresses}
+    if not keys:
         return {}
-    stmt = select(Suppression).where(Suppression.key.in_(list(by_key)), _live(now))
-    found = {}
-    for entry in db.session.scalars(stmt):
-        if suppresses(entry, stream):
-            found.update(dict.fromkeys(by_key[entry.key], entry))
-    return found
+    live = _live(now or utcnow())
+    stmt = select(Suppression).where(Suppression.key.in_(set(keys.values())), live)
+    entries = {entry.key: entry for entry in db.session.scalars(stmt) if suppresses(entry, stream)}
+    return {address: entries[key] for address, key in keys.items() if key in entries}
 
 
 def find(address: str) -> Suppression | None:
