@@ -123,7 +123,7 @@ def keeping(
     if not keys:
         return {}
     live = _live(now or utcnow())
-    stmt = select(Suppression).where(Suppression.key.in_(set(keys.values())), live)
+    stmt = select(Suppression).where(Suppression.key.in_(sorted(set(keys.values()))), live)
     entries = {entry.key: entry for entry in db.session.scalars(stmt) if suppresses(entry, stream)}
     return {address: entries[key] for address, key in keys.items() if key in entries}
 
