@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from flask import abort, current_app, make_response, redirect, render_template, request, url_for
+from flask import abort, current_app, redirect, render_template, request, url_for
 from flask.typing import ResponseReturnValue
 from flask_login import current_user
 from werkzeug.datastructures import FileStorage
@@ -168,9 +168,7 @@ def typed_check() -> ResponseReturnValue:
     except ValueError:
         boxes = []
     kept = _kept([box.address for box in boxes], stream, request.args.get("zone"))
-    response = make_response(render_template("messages/_compose_suppressed.html", kept=kept))
-    response.headers["Vary"] = "HX-Request"
-    return response
+    return render_template("messages/_compose_suppressed.html", kept=kept)
 
 
 def _warnings(draft: Draft, form: ComposeForm) -> list[tuple[str, str]]:

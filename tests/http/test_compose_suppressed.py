@@ -100,7 +100,7 @@ def test_the_typed_addresses_are_checked_as_an_address_field_is_left(signed_in):
              "zone": "UTC"}  # fmt: skip
     answer = signed_in.get("/messages/new/suppressed", query_string=query,
                            headers={"HX-Request": "true"})  # fmt: skip
-    assert answer.status_code == 200 and answer.headers["Vary"] == "HX-Request"
+    assert answer.status_code == 200
     items = [li.text for li in parse(answer).find_all("li")]
     assert items == [f"{BOB}: hard bounce on 3 Nov 2026: 550 5.1.1 no such user"]
     broadcast = signed_in.get("/messages/new/suppressed", query_string={**query,
