@@ -308,3 +308,9 @@ def resent_all(count: int, left: reports.Count) -> str:
 @requires("compose")
 def compose() -> ResponseReturnValue:
     return composing.compose()  # the page lives in web/compose.py
+
+
+@bp.get("/new/suppressed")
+@requires("compose")
+def compose_check() -> ResponseReturnValue:
+    return composing.typed_check()  # the compose page's check as an address field is left

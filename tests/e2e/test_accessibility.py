@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from outbox.capabilities import suppression
+from outbox.models.db import db
 from tests.support.browser import STAFF, Site, sign_in, store
 
 try:
@@ -98,3 +100,25 @@ def test_every_page_has_no_serious_accessibility_finding(  # type: ignore[no-unt
         f"{path}: {f['impact']} {f['id']} ({f['help']}) at {', '.join(f['nodes'])}"
         for path, each in found.items() for f in each
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("tab", [(390, "light"), (1280, "dark")], indirect=True,
+                         ids=["390", "1280-dark"])  # fmt: skip
+def test_the_compose_pages_warning_has_no_serious_accessibility_finding(  # type: ignore[no-untyped-def]
+    tab: Page, axe_source: str, site_with_mail: Site
+):
+    with site_with_mail.app.app_context():
+        suppression.add("bounced@example.com", "550 5.1.1 no such user", "bounce")
+        db.session.commit()
+        db.session.remove()
+    tab.goto("/sign-in")
+    sign_in(tab, *STAFF)
+    tab.goto("/messages/new")
+    tab.get_by_label("To", exact=True).fill("bounced@example.com")
+    tab.get_by_label("Text body", exact=True).fill("Hi")  # To left: checked as it is
+    expect(tab.locator("#suppressed-check")).to_contain_text("bounced@example.com")
+    hinted = findings(tab, axe_source)
+    tab.get_by_role("button", name="Send", exact=True).click()
+    expect(tab.locator("#suppressed-warning")).to_be_visible()
+    warned = findings(tab, axe_source)
+    assert not hinted and not warned, (hinted, warned)
