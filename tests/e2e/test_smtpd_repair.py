@@ -58,9 +58,8 @@ def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[byt
     return subprocess.run(command, capture_output=True, timeout=60, check=False, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
-def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
-    smtp_app, smtp, port, certs, token, records, tmp_path
-):
+def msmtp_config(tmp_path, port: int, token: str, certs: Certs):  # type: ignore[no-untyped-def]
+    """msmtp's settings for outbox smtpd on port: STARTTLS, AUTH PLAIN with the token."""
     config = tmp_path / "msmtprc"
     config.write_text(
         f"account default\nhost 127.0.0.1\nport {port}\nfrom shop@example.com\n"
@@ -68,6 +67,13 @@ def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
         f"tls_trust_file {certs.ca_file}\n"
     )
     config.chmod(0o600)  # msmtp refuses a password file others can read
+    return config
+
+
+def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
+    smtp_app, smtp, port, certs, token, records, tmp_path
+):
+    config = msmtp_config(tmp_path, port, token, certs)
     # What PHP's mail() pipes to sendmail_path = "msmtp -t": LF line ends.
     head = (b"To: ann@example.com\nSubject: Your order\nFrom: shop@example.com\n"
             b"MIME-Version: 1.0\nContent-Type: text/html; charset=UTF-8\n\n")  # fmt: skip
@@ -78,17 +84,6 @@ def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
     assert (got["Subject"], got.get_content_type(), got.get_content_charset()) == (
         "Your order", "text/html", "utf-8")  # fmt: skip
     assert decoded(got) == HTML + b"\r\n"
-
-
-def msmtp_config(tmp_path, port: int, token: str, certs: Certs):  # type: ignore[no-untyped-def]
-    config = tmp_path / "msmtprc"
-    config.write_text(
-        f"account default\nhost 127.0.0.1\nport {port}\nfrom shop@example.com\n"
-        f"auth plain\nuser shop\npassword {token}\ntls on\ntls_starttls on\n"
-        f"tls_trust_file {certs.ca_file}\n"
-    )
-    config.chmod(0o600)  # msmtp refuses a password file others can read
-    return config
 
 
 def test_php_mail_typed_in_utf8_reaches_a_server_without_smtputf8_downgraded(
