@@ -429,15 +429,11 @@ def filtered_page(
 BULK_COUNT_CAP = 10_000  # "Resend all 10,000+ matching": counting stops past this
 
 
-def _sender_or_recipient(column: Any, value: str) -> Any:
-    """A From address (or "@domain") compared as the address is written, case folded."""
+def _sender(value: str) -> Any:
+    """The From address (or any at "@domain"), the case folded."""
     if value.startswith("@"):
-        return func.lower(column).like(f"%{_escaped(value)}", escape="\\")
-    return func.lower(column) == value
-
-
-def _escaped(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        return func.lower(Message.from_addr).endswith(value, autoescape=True)
+    return func.lower(Message.from_addr) == value
 
 
 def narrowed(stmt: Select[Any], f: Filter, now: datetime) -> Select[Any]:
@@ -459,7 +455,7 @@ def narrowed(stmt: Select[Any], f: Filter, now: datetime) -> Select[Any]:
         )
         stmt = stmt.where(or_(*(recipients.icontains(e, autoescape=True) for e in ends)))
     if f.sender is not None:
-        stmt = stmt.where(_sender_or_recipient(Message.from_addr, f.sender))
+        stmt = stmt.where(_sender(f.sender))
     if f.subject:
         stmt = stmt.where(Message.subject.icontains(f.subject, autoescape=True))
     if f.source:
