@@ -84,14 +84,16 @@ def claim(worker_id: str, now: datetime | None = None) -> BulkJob | None:
     """The oldest job waiting, or running under a lease that is over, now held by this worker."""
     now = now or utcnow()
     takeable = or_(JOBS.state == QUEUED, and_(JOBS.state == RUNNING, JOBS.lease_until < now))
-    for job_id in db.session.scalars(select(JOBS.id).where(takeable).order_by(JOBS.id).limit(5)):
+    waiting = list(db.session.scalars(select(JOBS.id).where(takeable).order_by(JOBS.id).limit(5)))
+    for job_id in waiting:
         taken = db.session.execute(
             update(JOBS_TABLE)
             .where(JOBS.id == job_id, takeable)
             .values(state=RUNNING, worker_id=worker_id, lease_until=now + LEASE)
         )
+        mine = getattr(taken, "rowcount", 0) == 1
         db.session.commit()
-        if getattr(taken, "rowcount", 0) == 1:
+        if mine:
             return job(job_id)
     db.session.rollback()
     return None
@@ -154,8 +156,11 @@ def finish(held: BulkJob, now: datetime) -> None:
     total = max(held.total or 0, held.moved)
     skipped = total - held.moved
     mine = update(JOBS_TABLE).where(JOBS.id == held.id, JOBS.worker_id == held.worker_id)
-    db.session.execute(mine.values(state=DONE, finished_at=now, lease_until=None, total=total,
-                                   skipped=skipped))  # fmt: skip
+    marked = db.session.execute(mine.values(state=DONE, finished_at=now, lease_until=None,
+                                            total=total, skipped=skipped))  # fmt: skip
+    if getattr(marked, "rowcount", 0) != 1:
+        db.session.rollback()
+        raise LeaseLost(f"bulk job {held.id} was taken over")
     audit.add(f"bulk_job_{held.move}_done", detail={
         "job": held.id, "filter": Filter.from_json(held.filter).spelled(),
         "moved": held.moved, "skipped": skipped, "total": total, "asked_by": held.asked_by,
