@@ -133,34 +133,6 @@ def with_status(stmt: Select[Any], status: str) -> Select[Any]:
     return stmt
 
 
-def _listed(
-    stmt: Select[Any],
-    status: str | None,
-    search: str | None,
-    before: int | None,
-    stream: str | None = None,
-) -> tuple[Select[Any], int | None]:
-    """The list's filter on a statement, and the lowest id a search or a stream looks at
-    (None: neither): no index serves them in id order."""
-    if status is not None:
-        stmt = with_status(stmt, status)
-    if before is not None:
-        stmt = stmt.where(Message.id < before)
-    if not search and stream is None:
-        return stmt, None
-    top = before if before is not None else (db.session.scalar(func.max(Message.id)) or 0) + 1
-    floor = max(top - SEARCH_WINDOW, 1)
-    stmt = stmt.where(Message.id >= floor)
-    if stream is not None:
-        stmt = stmt.where(Message.stream == stream)
-    if search:
-        stmt = stmt.where(or_(
-            cast(Message.recipients, Text).icontains(search, autoescape=True),
-            Message.subject.icontains(search, autoescape=True),
-        ))  # fmt: skip
-    return stmt, floor
-
-
 def matches(
     status: str | None,
     search: str,
@@ -168,31 +140,17 @@ def matches(
     cap: int | None = None,
     stream: str | None = None,
 ) -> Count:
-    """How many messages a search finds in the window it looks at, counted up to cap.
-
-    The same window as the page's: at most SEARCH_WINDOW ids, so this costs what one
-    page of a rare word costs.
-    """
-    cap = COUNT_CAP if cap is None else cap
-    rows, _ = _listed(select(Message.id), status, search, before, stream)
-    found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
-    value = int(found.scalar_one())
-    return Count(min(value, cap), value > cap)
+    """How many messages a search finds in the window its page looks at, counted up to cap
+    (filter_matches of the words, a status and a stream)."""
+    return filter_matches(Filter(status=status, words=search or None, stream=stream), before, cap)
 
 
 def page(
     status: str | None, search: str | None, before: int | None, stream: str | None = None
 ) -> Page:
-    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET)."""
-    stmt, floor = _listed(select(Message).options(load_only(*LIST_COLUMNS)), status, search,
-                          before, stream)  # fmt: skip
-    rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(PAGE_SIZE + 1)).scalars())
-    if len(rows) > PAGE_SIZE:
-        rows = rows[:PAGE_SIZE]
-        return Page(rows, rows[-1].id, None)
-    if floor is not None and floor > 1:  # older messages are left to search
-        return Page(rows, floor, floor)
-    return Page(rows, None, None)
+    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET): filter_page
+    of the words, a status and a stream."""
+    return filter_page(Filter(status=status, words=search or None, stream=stream), before)
 
 
 def in_statuses(message_pks: Collection[int], statuses: Collection[Status]) -> int:
