@@ -150,7 +150,10 @@ def parse(text: str = "", form: Any = None, now: datetime | None = None) -> Filt
             words.append(value)
             continue
         if name not in NAMES:
-            raise FilterError(f"{name}: is not a filter; use one of {', '.join(NAMES)}")
+            raise FilterError(
+                f"{name}: is not a filter (one of {', '.join(NAMES)}); "
+                f'to search for the word, quote it: "{name}:{value}"'
+            )
         field = NAMES[name]
         parsed = _term(name, value, now)
         if field == "meta":
