@@ -60,8 +60,8 @@ def test_times_are_dates_iso_moments_or_a_time_ago():
     assert moment("2026-11-01", NOW) == datetime(2026, 11, 1)
     assert moment("2026-11-01T09:30+01:00", NOW) == datetime(2026, 11, 1, 8, 30)
     assert [moment(v, NOW) for v in ("30m", "2h", "7d", "2w")] == [
-        datetime(2026, 11, 27, 11, 30), datetime(2026, 11, 27, 10), datetime(2026, 11, 20),
-        datetime(2026, 11, 13)]  # fmt: skip
+        datetime(2026, 11, 27, 11, 30), datetime(2026, 11, 27, 10), datetime(2026, 11, 20, 12),
+        datetime(2026, 11, 13, 12)]  # fmt: skip
 
 
 def test_a_job_keeps_its_filter_with_the_times_fixed_as_moments():
