@@ -25,6 +25,7 @@ NAMES = {
     "mailing": "mailing",
 }  # fmt: skip
 FORM_FIELDS = (*NAMES, "q")
+TERMLIKE = re.compile(r"(?:^|\s)[A-Za-z]+:")
 RELATIVE = re.compile(r"(\d{1,6})([mhdw])")
 UNITS = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 META_KEY = re.compile(r"[\w.-]{1,100}")
@@ -81,8 +82,8 @@ class Filter:
                 found += [("meta", f"meta:{_quoted(f'{k}={v}')}") for k, v in value]
             else:
                 found.append((name, f"{name}:{_quoted(str(value))}"))
-        if self.words:
-            found.append(("q", _quoted(self.words) if " " in self.words else self.words))
+        if self.words:  # quoted only where a word would read as a term
+            found.append(("q", f'"{self.words}"' if TERMLIKE.search(self.words) else self.words))
         return found
 
     def spelled(self, without: str | None = None) -> str:

@@ -146,11 +146,16 @@ def matches(
 
 
 def page(
-    status: str | None, search: str | None, before: int | None, stream: str | None = None
+    status: str | None,
+    search: str | None,
+    before: int | None,
+    stream: str | None = None,
+    *,
+    of: Filter | None = None,
 ) -> Page:
-    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET): filter_page
-    of the words, a status and a stream."""
-    return filter_page(Filter(status=status, words=search or None, stream=stream), before)
+    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET): the page of
+    a filter (the list's), or of the words, a status and a stream."""
+    return filter_page(of or Filter(status=status, words=search or None, stream=stream), before)
 
 
 def in_statuses(message_pks: Collection[int], statuses: Collection[Status]) -> int:

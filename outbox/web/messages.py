@@ -110,7 +110,7 @@ def listing(args: Any, notice: str | None = None) -> dict[str, Any]:
         found, error = Filter(status=None if status == "all" else status), str(exc)
     spelled = found.spelled() or None
     if error is None:
-        page = reports.filter_page(found, before)
+        page = reports.page(found.status, None, before, of=found)
     else:
         page = reports.Page([], None, None)
     can_move = {move: can_bulk_move(found, move) for move in bulk_jobs.MOVES} if not error else {}

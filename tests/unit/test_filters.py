@@ -80,3 +80,9 @@ def test_which_filters_need_a_window_and_which_an_index_serves():
 
 def test_quoted_words_keep_their_colons_and_spaces():
     assert tokens('"re: invoice" to:@a.com') == [(None, "re: invoice"), ("to", "@a.com")]
+
+
+def test_free_words_are_spelled_as_typed_and_quoted_only_where_they_would_read_as_terms():
+    assert parse("late  payment", now=NOW).spelled() == "late payment"
+    assert parse('"re: invoice"', now=NOW).spelled() == '"re: invoice"'
+    assert parse(parse('"re: invoice"', now=NOW).spelled(), now=NOW).words == "re: invoice"
