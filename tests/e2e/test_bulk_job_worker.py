@@ -47,6 +47,7 @@ def test_a_job_over_100000_failed_messages_resends_exactly_those_while_a_worker_
     now = utcnow()
     row = make_message(to=["one@gmail.com"])
     template = {c.name: getattr(row, c.key) for c in Message.__table__.columns if c.name != "id"}
+    template["part"] = ""  # a server default, not loaded on the row
     db.session.execute(sa.delete(Message))
     db.session.commit()
     failed = dict(template, status=Status.FAILED.value, attempts=1, max_attempts=1,
