@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from outbox.capabilities import suppression
+from outbox.capabilities import bulk_jobs, suppression
+from outbox.core.filters import parse
 from outbox.models.db import db
 from tests.support.browser import STAFF, Site, sign_in, store
 
@@ -41,8 +42,12 @@ def axe_source() -> str:
 
 @pytest.fixture(scope="module")
 def site_with_mail(capture_site: Site) -> Site:
-    """The capture-mode site (every page in the menu) with a message of each kind shown."""
+    """The capture-mode site (every page in the menu) with a message of each kind shown,
+    and a bulk job over a filter of the list."""
     store(capture_site, "ann@example.com", "A message to look at")
+    with capture_site.app.app_context():
+        bulk_jobs.start("cancel", parse("to:@example.com"), STAFF[0])
+        db.session.remove()
     return capture_site
 
 
@@ -60,7 +65,9 @@ def pages(page: Page) -> list[str]:
     paths = set(page.eval_on_selector_all("nav[aria-label='Pages'] a", hrefs))
     page.goto("/messages")
     first = page.locator("#rows a[href^='/messages/']").first.get_attribute("href")
-    return sorted(paths | {first or "", "/messages?status=all", "/no-such-page"} - {""})
+    filtered = {"/messages?q=to:@example.com+since:7d", "/messages/jobs/1",
+                "/messages/jobs/new?move=cancel&q=to:@example.com"}  # fmt: skip
+    return sorted(paths | filtered | {first or "", "/messages?status=all", "/no-such-page"} - {""})
 
 
 @pytest.fixture
