@@ -1,4 +1,5 @@
-// The compose form's time zone and the dashboard's pause while hidden (CSP: no inline scripts).
+// The compose form's time zone, the dashboard's server-sent events and its pause while
+// hidden (CSP: no inline scripts).
 (function () {
   "use strict";
 
@@ -23,6 +24,43 @@
   var acting = 0; // actions inside a live part on their way
   var actedAt = 0; // when the last of them was answered
 
+  // Dashboard: where EventSource works, the live part comes from the server's events
+  // (htmx's sse extension, static/sse.min.js) and the polls are held while they come.
+  // The server ends each connection after a while with an "end" event; the page then
+  // connects again at once. Until it has, or if the events never get through, the polls
+  // go on.
+  if (window.EventSource) {
+    document.querySelectorAll("[data-live][data-events]").forEach(function (live) {
+      live.setAttribute("sse-connect", live.getAttribute("data-events"));
+      live.setAttribute("sse-swap", "live");
+      live.setAttribute("sse-close", "end");
+    });
+  }
+  function connected(live) {
+    return live instanceof Element && live.hasAttribute("data-streaming");
+  }
+  document.addEventListener("htmx:sseOpen", function (event) {
+    if (isLive(event.target) && !connected(event.target)) {
+      event.target.setAttribute("data-streaming", "");
+    }
+  });
+  function disconnected(event) {
+    if (isLive(event.target) && connected(event.target)) {
+      event.target.removeAttribute("data-streaming");
+    }
+  }
+  document.addEventListener("htmx:sseError", disconnected);
+  document.addEventListener("htmx:sseClose", function (event) {
+    disconnected(event);
+    var live = event.target;
+    if (event.detail.type === "message" && isLive(live) && window.htmx) {
+      // A changed attribute makes htmx set the element up again, and the extension with
+      // it opens a new connection.
+      live.setAttribute("data-connection", String(Number(live.getAttribute("data-connection") || 0) + 1));
+      window.htmx.process(live);
+    }
+  });
+
   function sourceOf(event) {
     return (event.detail && event.detail.elt) || event.target;
   }
@@ -36,7 +74,7 @@
   document.addEventListener("htmx:beforeRequest", function (event) {
     var source = sourceOf(event);
     if (isLive(source)) {
-      if (document.hidden) {
+      if (document.hidden || connected(source)) {
         event.preventDefault();
       } else if (event.detail.xhr) {
         event.detail.xhr.outboxAskedAt = Date.now();
@@ -68,6 +106,13 @@
     }
     if (isLive(sourceOf(event)) && (acting > 0 || (xhr && xhr.outboxAskedAt <= actedAt))) {
       event.detail.shouldSwap = false;
+    }
+  });
+  // A pushed live part read before an action inside it was answered is not swapped in
+  // either: the next event, after the action, brings the state it left.
+  document.addEventListener("htmx:sseBeforeMessage", function (event) {
+    if (isLive(event.target) && acting > 0) {
+      event.preventDefault();
     }
   });
   document.addEventListener("visibilitychange", function () {
