@@ -144,8 +144,14 @@ def signed_in(app: Flask, user_id: str) -> FlaskClient:
 def time_pages(app: Flask, user_id: str, spy: Statements, runs: int, warmup: int) -> list[Timing]:
     client = signed_in(app, user_id)
     htmx = {"HX-Request": "true"}
+    # The live events answer one event and end (their lifetime is the page's time).
+    app.config["LIVE_STREAM_SECONDS"] = 0
     pages: list[tuple[str, str, float | None, dict[str, str]]] = [
         ("dashboard", "/", GOAL_MS, {}),
+        ("dashboard, 1 hour", "/?window=1h", GOAL_MS, {}),
+        ("dashboard, 7 days", "/?window=7d", GOAL_MS, {}),
+        ("live part (htmx poll)", "/?window=24h", GOAL_MS, htmx),
+        ("live events, one event", "/live/events", GOAL_MS, {}),
         ("messages, all", "/messages", GOAL_MS, {}),
         ("messages, sent", "/messages?status=sent", GOAL_MS, {}),
         ("messages, failed", "/messages?status=failed", GOAL_MS, {}),
