@@ -103,6 +103,8 @@ def _live(now: datetime, window: Window | None = None) -> dict[str, Any]:
         throttled=throttle.slowed(now),
         guardrails=guardrails.board(now),
         window=window,
+        # The default window's URLs name none: / and /live/events, as before windows.
+        window_args={} if window == charts.DEFAULT_WINDOW else {"window": window.key},
         windows=charts.WINDOWS.values(),
         stream_charts=figures.per_stream(window, now),
         failed=figures.failures(now),
@@ -163,7 +165,7 @@ def events() -> Response:
             time.sleep(min(every, left))
 
     response = Response(stream_with_context(stream()), mimetype="text/event-stream")
-    response.headers["Cache-Control"] = "no-cache"
+    response.headers["Cache-Control"] = "no-store"  # as every page: signed-in content
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response
 

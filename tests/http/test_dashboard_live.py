@@ -70,8 +70,8 @@ def test_the_window_is_in_the_url_and_the_live_part_keeps_it(signed_in, asked, s
     assert words(by_id(root, "stream-charts-title")) == f"Per stream, last {shown} (UTC)"
     key = current["data-window"]
     live = by_id(root, "live")
-    assert live["hx-get"] == f"/?window={key}"
-    assert live["data-events"] == f"/live/events?window={key}"
+    query = "" if key == "24h" else f"?window={key}"  # the default is named by none
+    assert (live["hx-get"], live["data-events"]) == (f"/{query}", f"/live/events{query}")
     assert live["hx-ext"] == "sse"
     for chart in root.find_all("article", class_="stream-chart"):
         throughput = chart.find("svg", class_="throughput")
@@ -143,7 +143,7 @@ def test_the_events_carry_the_live_part_and_end_after_their_lifetime(app, signed
     response = signed_in.get("/live/events?window=1h")
     assert response.status_code == 200
     assert response.mimetype == "text/event-stream"
-    assert response.headers["Cache-Control"] == "no-cache"
+    assert response.headers["Cache-Control"] == "no-store"
     assert response.headers["X-Accel-Buffering"] == "no"
     body = response.get_data(as_text=True)
     assert body.startswith("retry: 1000\n\n")
