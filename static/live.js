@@ -28,7 +28,8 @@
   // (htmx's sse extension, static/sse.min.js) and the polls are held while they come.
   // The server ends each connection after a while with an "end" event; the page then
   // connects again at once. Until it has, or if the events never get through, the polls
-  // go on.
+  // go on. A hidden tab holds no connection (nor a server's thread): it closes, and
+  // opens again when the tab is shown.
   if (window.EventSource) {
     document.querySelectorAll("[data-live][data-events]").forEach(function (live) {
       live.setAttribute("sse-connect", live.getAttribute("data-events"));
@@ -39,25 +40,41 @@
   function connected(live) {
     return live instanceof Element && live.hasAttribute("data-streaming");
   }
+  function stopEvents(live) {
+    if (live.outboxSource) {
+      live.outboxSource.close();
+      live.outboxSource = null;
+    }
+    live.removeAttribute("data-streaming");
+  }
+  // A changed attribute makes htmx set the element up again, and the extension with it
+  // opens a new connection, whose first event is read now.
+  function startEvents(live) {
+    if (!window.htmx || !live.hasAttribute("sse-connect") || document.hidden) {
+      return;
+    }
+    stopEvents(live);
+    live.setAttribute("data-connection", String(Number(live.getAttribute("data-connection") || 0) + 1));
+    window.htmx.process(live);
+  }
+  function eachWithEvents(action) {
+    document.querySelectorAll("[data-live][sse-connect]").forEach(action);
+  }
   document.addEventListener("htmx:sseOpen", function (event) {
-    if (isLive(event.target) && !connected(event.target)) {
+    if (isLive(event.target)) {
+      event.target.outboxSource = event.detail.source;
       event.target.setAttribute("data-streaming", "");
     }
   });
-  function disconnected(event) {
-    if (isLive(event.target) && connected(event.target)) {
-      event.target.removeAttribute("data-streaming");
+  document.addEventListener("htmx:sseError", function (event) {
+    if (isLive(event.target)) {
+      event.target.removeAttribute("data-streaming"); // polled until it is back
     }
-  }
-  document.addEventListener("htmx:sseError", disconnected);
+  });
   document.addEventListener("htmx:sseClose", function (event) {
-    disconnected(event);
-    var live = event.target;
-    if (event.detail.type === "message" && isLive(live) && window.htmx) {
-      // A changed attribute makes htmx set the element up again, and the extension with
-      // it opens a new connection.
-      live.setAttribute("data-connection", String(Number(live.getAttribute("data-connection") || 0) + 1));
-      window.htmx.process(live);
+    if (isLive(event.target) && event.detail.type === "message") {
+      event.target.outboxSource = null; // the extension closes it
+      startEvents(event.target);
     }
   });
 
@@ -95,6 +112,11 @@
       xhr.outboxActing = false;
       acting = Math.max(acting - 1, 0);
       actedAt = Date.now();
+      // An event already on its way read the state before the action: a new connection
+      // drops it and brings the state after.
+      if (acting === 0) {
+        eachWithEvents(startEvents);
+      }
     }
   });
   // An action's own answer is swapped in: htmx fires this event on its target (the live
@@ -108,17 +130,21 @@
       event.detail.shouldSwap = false;
     }
   });
-  // A pushed live part read before an action inside it was answered is not swapped in
-  // either: the next event, after the action, brings the state it left.
+  // Nor is a pushed live part while an action inside it is on its way.
   document.addEventListener("htmx:sseBeforeMessage", function (event) {
     if (isLive(event.target) && acting > 0) {
       event.preventDefault();
     }
   });
   document.addEventListener("visibilitychange", function () {
-    if (document.hidden || !window.htmx) {
+    if (document.hidden) {
+      eachWithEvents(stopEvents);
       return;
     }
+    if (!window.htmx) {
+      return;
+    }
+    eachWithEvents(startEvents);
     document.querySelectorAll("[data-live]").forEach(function (live) {
       window.htmx.trigger(live, "outbox:visible");
     });

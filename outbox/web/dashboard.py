@@ -144,7 +144,6 @@ def events() -> Response:
     changes, looked at every LIVE_PUSH_INTERVAL; after LIVE_STREAM_SECONDS an "end" event
     and the end of the answer, so that it holds a sync worker only that long, and the
     page connects again (static/live.js)."""
-    window = _window()
     every = float(current_app.config["LIVE_PUSH_INTERVAL"])
     lifetime = float(current_app.config["LIVE_STREAM_SECONDS"])
 
@@ -153,7 +152,7 @@ def events() -> Response:
         yield f"retry: {RECONNECT_MS}\n\n"
         last = None
         while True:
-            html = render_template("_live.html", **_live(utcnow(), window))
+            html = render_template("_live.html", **_live(utcnow()))  # ?window= as asked
             figures.end_reads()  # the next look reads what was written since
             # A comment when nothing changed: a client gone away is found at the write.
             yield event("live", html) if html != last else ": unchanged\n\n"

@@ -2,12 +2,16 @@
 real Chromium at phone and desktop width and in dark mode."""
 
 import re
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+from flask import request
 from playwright.sync_api import Browser, Page, expect
 
+from outbox.web import dashboard as dashboard_view
 from tests.support.browser import (
     STAFF,
     WIDTHS,
@@ -17,13 +21,22 @@ from tests.support.browser import (
     live_site,
     same_document,
     screenshot_fits,
+    settled,
     sign_in,
+    staff_tab,
 )
 
 # chromium first: nothing starts for tests that cannot run.
 pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("chromium", "clean_console")]
 
 STREAMED = "#live[data-streaming]"  # static/live.js marks the live part while its events come
+TRANSACTIONAL_SENT = '.stream-chart[data-stream="transactional"] .sent-total'
+HIDE = """hidden => {
+  Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+  Object.defineProperty(document, "visibilityState", {configurable: true,
+                        get: () => (hidden ? "hidden" : "visible")});
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
 
 
 @pytest.fixture(scope="module")
@@ -142,21 +155,60 @@ def test_a_connection_the_server_ends_is_opened_again_without_an_error(browser, 
 
 
 def test_without_event_source_the_live_part_is_polled(browser, site, console):
-    context = browser.new_context(base_url=site.url, viewport={"width": 1280, "height": 900})
-    try:
-        context.add_init_script("delete window.EventSource")
-        page = context.new_page()
-        console.watch(page)
-        page.goto("/sign-in")
-        sign_in(page, *STAFF)
-        expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
+    with staff_tab(browser, site, console, 1280, events=False) as page, same_document(page):
         asked = polls(page)
         before = sent(page, "transactional")
         enqueue(site, "bob@example.com", "Polled")
-        expect(page.locator('.stream-chart[data-stream="transactional"] .sent-total')).to_have_text(
-            str(before + 1)
-        )
+        expect(page.locator(TRANSACTIONAL_SENT)).to_have_text(str(before + 1))
         assert asked, "the change came without a poll"
         expect(page.locator("#live")).not_to_have_attribute("sse-connect", re.compile(".*"))
+
+
+def test_a_hidden_tab_holds_no_connection_and_catches_up_when_shown(browser, site, console):
+    with dashboard(browser, site, console, 1280) as page, same_document(page):
+        expect(page.locator(STREAMED)).to_have_count(1)
+        before = sent(page, "transactional")
+        page.evaluate(HIDE, True)
+        expect(page.locator(STREAMED)).to_have_count(0)
+        assert page.evaluate("document.getElementById('live').outboxSource === null")
+        pk = enqueue(site, "hidden@example.com", "While hidden")
+        assert settled(site, pk) == {pk: "sent"}
+        expect(page.locator(TRANSACTIONAL_SENT)).to_have_text(str(before))
+        page.evaluate(HIDE, False)
+        expect(page.locator(STREAMED)).to_have_count(1)
+        expect(page.locator(TRANSACTIONAL_SENT)).to_have_text(str(before + 1))
+
+
+def test_a_push_that_read_before_a_resend_cannot_undo_its_tiles(
+    browser, site, console, monkeypatch
+):
+    bounce = "push-race@example.com"
+    site.smtp.recorder.rcpt_replies[bounce] = "550 5.7.1 refused by policy"
+    try:
+        pk = enqueue(site, bounce, "Race the push")
+        assert settled(site, pk) == {pk: "failed"}
     finally:
-        context.close()
+        site.smtp.recorder.rcpt_replies.pop(bounce, None)
+    read_now = dashboard_view._live
+    reading = threading.Event()
+
+    def slow_live(now, window=None):  # type: ignore[no-untyped-def]
+        """A push that reads the state, then takes its time to send it."""
+        context = read_now(now, window)
+        if request.path == "/live/events" and not reading.is_set():
+            reading.set()
+            time.sleep(2.5)
+        return context
+
+    with dashboard(browser, site, console, 1280) as page, same_document(page):
+        expect(page.locator(STREAMED)).to_have_count(1)
+        failed = int(page.locator(".tile-failed .tile-count").inner_text().replace(",", ""))
+        monkeypatch.setattr(dashboard_view, "_live", slow_live)
+        assert reading.wait(timeout=10)  # a push is on its way with the old counts
+        page.locator(f"#failure-{pk}").get_by_role("button", name="Resend").click()
+        tile = page.locator(".tile-failed .tile-count")
+        expect(tile).to_have_text(str(failed - 1), timeout=2000)
+        for _ in range(30):  # past the moment the stale push would have landed
+            assert tile.inner_text() == str(failed - 1)
+            page.wait_for_timeout(100)
+        expect(page.locator(STREAMED)).to_have_count(1)  # connected again after the answer
