@@ -31,6 +31,10 @@ STREAM_HOURS = cast(Table, StreamHour.__table__)
 CLOCK_SKEW = timedelta(minutes=1)
 CHART_HOURS = 24
 STREAM_CHART_HOURS = 7 * 24  # the longest window of the charts per stream (core.charts)
+# The hours per stream one roll-up counts at most, oldest first: a week not kept yet
+# (a new install on a big table) is filled in over that many roll-ups, each reading a few
+# hours of messages, never a week's at once; the page counts the rest meanwhile.
+STREAM_HOURS_AT_ONCE = 6
 ENDED = (Status.SENT.value, Status.FAILED.value)
 
 
@@ -163,9 +167,9 @@ def stream_hours(now: datetime) -> list[datetime]:
 
 
 def roll_up_stream_hours(now: datetime | None = None) -> int:
-    """Count and keep, per stream, the settled hours of the last week not kept yet; how
-    many hours were kept. Each hour is stored for every stream, so an hour with no row is
-    one not counted yet."""
+    """Count and keep, per stream, the oldest settled hours of the last week not kept yet
+    (STREAM_HOURS_AT_ONCE at most); how many hours were kept. Each hour is stored for
+    every stream, so an hour with no row is one not counted yet."""
     now = now or utcnow()
     settled = settled_before(now)
     hours = [h for h in stream_hours(now) if h < settled]
@@ -175,11 +179,11 @@ def roll_up_stream_hours(now: datetime | None = None) -> int:
         STREAM_HOURS.c.hour_at >= hours[0], STREAM_HOURS.c.hour_at < settled
     )
     have = set(db.session.scalars(kept.distinct()))
-    missing = [h for h in hours if h not in have]
+    missing = [h for h in hours if h not in have][:STREAM_HOURS_AT_ONCE]
     if not missing:
         db.session.commit()
         return 0
-    found, _ = ended(missing[0], settled)
+    found, _ = ended(missing[0], missing[-1] + timedelta(hours=1))
     rows = []
     for stream in Stream:
         mine = (outcome for name, outcome in found if name == stream.value)
