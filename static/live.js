@@ -136,6 +136,24 @@
       event.preventDefault();
     }
   });
+  // What a reader opened (a chart's figures) stays open when the live part comes again.
+  var opened = {};
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (details instanceof Element && details.hasAttribute("data-keep-open")) {
+      opened[details.getAttribute("data-keep-open")] = details.open;
+    }
+  }, true);
+  function reopen() {
+    document.querySelectorAll("details[data-keep-open]").forEach(function (details) {
+      if (opened[details.getAttribute("data-keep-open")] && !details.open) {
+        details.open = true;
+      }
+    });
+  }
+  document.addEventListener("htmx:sseMessage", reopen);
+  document.addEventListener("htmx:afterSwap", reopen);
+
   document.addEventListener("visibilitychange", function () {
     if (document.hidden) {
       eachWithEvents(stopEvents);
