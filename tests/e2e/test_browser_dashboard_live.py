@@ -89,7 +89,7 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
                     r"^Transactional: messages sent and failed per hour, last 24 hours"
                 ),
             )
-        ).to_be_visible()  # noqa: E501
+        ).to_be_visible()
         page.get_by_role("link", name="1 hour", exact=True).click()
         expect(page).to_have_url(re.compile(r"/\?window=1h$"))
         expect(page.get_by_role("link", name="1 hour", exact=True)).to_have_attribute(
@@ -102,7 +102,7 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
                     r"^Broadcast: queued to sent, p50 and p95 per 5 minutes, last 1 hour"
                 ),
             )
-        ).to_be_visible()  # noqa: E501
+        ).to_be_visible()
         expect(page.locator(STREAMED)).to_have_count(1)
         fits(page, width)
         before = sent(page, "transactional")
@@ -122,12 +122,16 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
         expect(page.locator(STREAMED)).to_have_count(1)
         expect(page.locator(".stream-chart svg.throughput text.axis").first).to_be_visible()
         fits(page, width)
-        page.locator('.stream-chart[data-stream="transactional"] details.figures summary').click()
-        expect(
-            page.locator(
-                '.stream-chart[data-stream="transactional"] details.figures tbody tr'
-            ).first
-        ).to_be_visible()  # noqa: E501
+        figures = page.locator('.stream-chart[data-stream="transactional"] details.figures')
+        figures.locator("summary").click()
+        expect(figures.locator("tbody tr").first).to_be_visible()
+        # Opened, the figures stay open when a push brings the live part again.
+        page.evaluate("""() => { window.__pushed = 0;
+            document.addEventListener("htmx:sseMessage", () => { window.__pushed += 1; }); }""")
+        enqueue(site, "carl@example.com", f"Another at {width}")
+        page.wait_for_function("window.__pushed > 0")
+        expect(figures).to_have_attribute("open", "")
+        expect(figures.locator("tbody tr").first).to_be_visible()
 
 
 def test_the_charts_in_dark_mode(browser, site, console):
