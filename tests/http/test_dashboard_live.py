@@ -1,10 +1,13 @@
 """The dashboard's charts per stream, its failure groups and workers, and its live part
 pushed as server-sent events (/live/events)."""
 
+import http.client
 import re
+import threading
 from datetime import timedelta
 
 import pytest
+from werkzeug.serving import make_server
 
 from outbox.core.status import Status
 from outbox.models import utcnow
@@ -94,12 +97,12 @@ def test_failures_are_grouped_by_reason_and_domain_each_linking_to_a_list(signed
               last_error=error)  # fmt: skip
     root = page(signed_in)
     reasons = root.find("table", class_="reasons").find("tbody").find_all("tr")
-    assert [words(r) for r in reasons] == ["550 5.1.1 2"]
+    assert [[words(td) for td in r.find_all("td")] for r in reasons] == [["550 5.1.1", "2"]]
     assert reasons[0].find("a")["href"] == "/messages?status=failed"
     domains = root.find("table", class_="domains").find("tbody").find_all("tr")
-    assert [words(d) for d in domains] == ["one.example 2"]
+    assert [[words(td) for td in d.find_all("td")] for d in domains] == [["one.example", "2"]]
     link = domains[0].find("a")["href"]
-    assert link == "/messages?status=failed&q=%40one.example"
+    assert link == "/messages?status=failed&q=@one.example"
     listed = page(signed_in, link)
     assert len(listed.find("table", class_="messages").find("tbody").find_all("tr")) == 2
 
@@ -154,27 +157,43 @@ def test_the_events_carry_the_live_part_and_end_after_their_lifetime(app, signed
     assert words(fragment.find("nav", class_="windows").find("a", aria_current="page")) == "1 hour"
 
 
+def next_event(response: http.client.HTTPResponse) -> tuple[str, str]:
+    """The next event of a stream as it comes (comments skipped): its name and data."""
+    block: list[str] = []
+    while True:
+        line = response.readline().decode()
+        assert line, "the stream ended"
+        if line.strip():
+            block.append(line)
+            continue
+        found = events("".join(block) + "\n\n")
+        block = []
+        if found:
+            return found[0]
+
+
 def test_a_change_is_pushed_in_the_next_event(app, signed_in, make_message):
-    app.config.update(LIVE_STREAM_SECONDS=3600, LIVE_PUSH_INTERVAL=0)
-    response = signed_in.get("/live/events", buffered=False)
-    chunks = (c.decode() if isinstance(c, bytes) else c for c in response.response)
+    """Read as a browser reads it, over HTTP: the test client reads a body whole."""
+    app.config.update(LIVE_STREAM_SECONDS=3600, LIVE_PUSH_INTERVAL=0.05)
+    session = signed_in.get_cookie("session")
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    serving = threading.Thread(target=server.serve_forever, name="events-server")
+    serving.start()
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
     try:
-        text = ""
-        for chunk in chunks:
-            text += chunk
-            if events(text):
-                break
-        assert text.startswith("retry: 1000\n\n")
-        ((_, first),) = events(text)
+        conn.request("GET", "/live/events", headers={"Cookie": f"session={session.value}"})
+        response = conn.getresponse()
+        assert (response.status, response.getheader("Content-Type")) == (
+            200, "text/event-stream; charset=utf-8")  # fmt: skip
+        name, first = next_event(response)
+        assert name == "live"
         assert totals(parse(first))["transactional"] == "0 sent, 0 failed"
         sent_now(make_message)
-        text = ""
-        for chunk in chunks:  # comments while nothing changed, then the change
-            text += chunk
-            if events(text):
-                break
-        ((name, pushed),) = events(text)
+        name, pushed = next_event(response)  # nothing in between: it pushes on a change
         assert name == "live"
         assert totals(parse(pushed))["transactional"] == "1 sent, 0 failed"
     finally:
-        response.close()
+        conn.close()
+        server.shutdown()
+        serving.join()
+        server.server_close()
