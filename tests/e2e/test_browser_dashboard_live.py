@@ -13,6 +13,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from outbox.web import dashboard as dashboard_view
 from tests.support.browser import (
+    LIVE,
     STAFF,
     WIDTHS,
     Site,
@@ -126,10 +127,10 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
         figures.locator("summary").click()
         expect(figures.locator("tbody tr").first).to_be_visible()
         # Opened, the figures stay open when a push brings the live part again.
-        page.evaluate("""() => { window.__pushed = 0;
-            document.addEventListener("htmx:sseMessage", () => { window.__pushed += 1; }); }""")
+        page.evaluate("""() => document.addEventListener("htmx:sseMessage",
+            () => document.body.setAttribute("data-pushed", ""))""")
         enqueue(site, "carl@example.com", f"Another at {width}")
-        page.wait_for_function("window.__pushed > 0")
+        expect(page.locator("body[data-pushed]")).to_have_count(1)
         expect(figures).to_have_attribute("open", "")
         expect(figures.locator("tbody tr").first).to_be_visible()
 
@@ -149,10 +150,16 @@ def test_a_connection_the_server_ends_is_opened_again_without_an_error(browser, 
     try:
         with dashboard(browser, site, console, 1280) as page:
             page.evaluate("""() => {
-                window.__opened = 0;
-                document.addEventListener("htmx:sseOpen", () => { window.__opened += 1; });
+                let opened = 0;
+                document.addEventListener("htmx:sseOpen", () => {
+                    opened += 1;
+                    document.body.setAttribute("data-opened", String(opened));
+                });
             }""")
-            page.wait_for_function("window.__opened >= 2")  # ended twice, opened again
+            # Ended twice by the server, opened again each time.
+            expect(page.locator("body")).to_have_attribute(
+                "data-opened", re.compile(r"^([2-9]|\d\d+)$")
+            )
             expect(page.locator(STREAMED)).to_have_count(1)
     finally:
         site.app.config.update(LIVE_STREAM_SECONDS=600)
@@ -163,7 +170,8 @@ def test_without_event_source_the_live_part_is_polled(browser, site, console):
         asked = polls(page)
         before = sent(page, "transactional")
         enqueue(site, "bob@example.com", "Polled")
-        expect(page.locator(TRANSACTIONAL_SENT)).to_have_text(str(before + 1))
+        # The next poll (every 5 s) brings it.
+        expect(page.locator(TRANSACTIONAL_SENT)).to_have_text(str(before + 1), timeout=LIVE)
         assert asked, "the change came without a poll"
         expect(page.locator("#live")).not_to_have_attribute("sse-connect", re.compile(".*"))
 
