@@ -95,11 +95,12 @@ def fetch(client: FlaskClient, path: str, headers: dict[str, str]) -> tuple[floa
     """One GET, its time in ms and its body; PageError on anything but a page."""
     began = time.perf_counter()
     response = client.get(path, headers=headers)
+    body = response.get_data(as_text=True)  # a streamed answer (the live events) in full
     ms = (time.perf_counter() - began) * 1000
     if response.status_code not in (200, 286):  # 286: the htmx fragment, nothing in flight
         where = f" to {response.location}" if response.location else ""
         raise PageError(f"answered {response.status_code}{where}")
-    return ms, response.get_data(as_text=True)
+    return ms, body
 
 
 def time_page(client: FlaskClient, spy: Statements, name: str, path: str, goal: float | None,
