@@ -167,6 +167,13 @@ def reason(error: str | None) -> str:
     return text.split(":", 1)[0].strip()[:REASON_CHARS] or "no error recorded"
 
 
+def error_term(group: str) -> str:
+    """What the outbox list's error filter looks for to find a reason's failures: its
+    enhanced code where it has one (written the same in every server's text), else the
+    group as it reads."""
+    return _enhanced(group) or group
+
+
 def _enhanced(text: str) -> str | None:
     found = ENHANCED.search(text)
     return found.group(1) if found else None

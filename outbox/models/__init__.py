@@ -16,6 +16,7 @@ from outbox.core.status import Status
 from outbox.core.streams import DEFAULT as DEFAULT_STREAM
 from outbox.core.streams import STREAM_CHARS
 from outbox.models.bounces import BounceMail
+from outbox.models.bulk_jobs import BulkJob
 from outbox.models.capture import Captured
 from outbox.models.db import Base
 from outbox.models.dkim import DkimKey as DkimKey
@@ -240,6 +241,7 @@ __all__ = [
     "AuditEvent",
     "Blob",
     "BounceMail",
+    "BulkJob",
     "Captured",
     "CHUNK_BYTES",
     "DomainPause",

@@ -14,8 +14,9 @@ class Mailing(Base):
     """The body of a mailing: sender, templates, headers and settings, once for all its recipients.
 
     Its recipients are rows of messages with mailing_id set, their own fields in
-    messages.fields and their subject and bodies left empty: a worker renders them from
-    here at send time (outbox.capabilities.mailings.render).
+    messages.fields, their subject as each gets it (for the list, the API and search) and
+    their bodies left empty: a worker renders the mail from here at send time
+    (outbox.capabilities.mailings.render).
     """
 
     __tablename__ = "mailings"

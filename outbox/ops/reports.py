@@ -11,6 +11,7 @@ from sqlalchemy import Select, Text, cast, func, literal_column, or_, select
 from sqlalchemy.orm import load_only
 
 from outbox.core.addresses import Mailbox
+from outbox.core.filters import Filter
 from outbox.core.latency import queue_to_sent, rank
 from outbox.core.status import CLAIMABLE, Status
 from outbox.core.streams import Stream
@@ -132,34 +133,6 @@ def with_status(stmt: Select[Any], status: str) -> Select[Any]:
     return stmt
 
 
-def _listed(
-    stmt: Select[Any],
-    status: str | None,
-    search: str | None,
-    before: int | None,
-    stream: str | None = None,
-) -> tuple[Select[Any], int | None]:
-    """The list's filter on a statement, and the lowest id a search or a stream looks at
-    (None: neither): no index serves them in id order."""
-    if status is not None:
-        stmt = with_status(stmt, status)
-    if before is not None:
-        stmt = stmt.where(Message.id < before)
-    if not search and stream is None:
-        return stmt, None
-    top = before if before is not None else (db.session.scalar(func.max(Message.id)) or 0) + 1
-    floor = max(top - SEARCH_WINDOW, 1)
-    stmt = stmt.where(Message.id >= floor)
-    if stream is not None:
-        stmt = stmt.where(Message.stream == stream)
-    if search:
-        stmt = stmt.where(or_(
-            cast(Message.recipients, Text).icontains(search, autoescape=True),
-            Message.subject.icontains(search, autoescape=True),
-        ))  # fmt: skip
-    return stmt, floor
-
-
 def matches(
     status: str | None,
     search: str,
@@ -167,31 +140,22 @@ def matches(
     cap: int | None = None,
     stream: str | None = None,
 ) -> Count:
-    """How many messages a search finds in the window it looks at, counted up to cap.
-
-    The same window as the page's: at most SEARCH_WINDOW ids, so this costs what one
-    page of a rare word costs.
-    """
-    cap = COUNT_CAP if cap is None else cap
-    rows, _ = _listed(select(Message.id), status, search, before, stream)
-    found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
-    value = int(found.scalar_one())
-    return Count(min(value, cap), value > cap)
+    """How many messages a search finds in the window its page looks at, counted up to cap
+    (filter_matches of the words, a status and a stream)."""
+    return filter_matches(Filter(status=status, words=search or None, stream=stream), before, cap)
 
 
 def page(
-    status: str | None, search: str | None, before: int | None, stream: str | None = None
+    status: str | None,
+    search: str | None,
+    before: int | None,
+    stream: str | None = None,
+    *,
+    of: Filter | None = None,
 ) -> Page:
-    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET)."""
-    stmt, floor = _listed(select(Message).options(load_only(*LIST_COLUMNS)), status, search,
-                          before, stream)  # fmt: skip
-    rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(PAGE_SIZE + 1)).scalars())
-    if len(rows) > PAGE_SIZE:
-        rows = rows[:PAGE_SIZE]
-        return Page(rows, rows[-1].id, None)
-    if floor is not None and floor > 1:  # older messages are left to search
-        return Page(rows, floor, floor)
-    return Page(rows, None, None)
+    """Newest first, PAGE_SIZE at a time, keyset-paginated on id (no OFFSET): the page of
+    a filter (the list's), or of the words, a status and a stream."""
+    return filter_page(of or Filter(status=status, words=search or None, stream=stream), before)
 
 
 def in_statuses(message_pks: Collection[int], statuses: Collection[Status]) -> int:
@@ -419,3 +383,126 @@ def filtered_page(
         return [r for r in rows[:limit] if _has(r, filters)], rows[limit - 1].id
     found = [r for r in rows if _has(r, filters)]
     return found, floor if floor is not None and floor > 1 else None
+
+
+# The outbox list's filter (core.filters). A page reads at most SEARCH_WINDOW ids below
+# its `before` when a filter no index serves in id order is given, as the API's listing
+# does with FILTER_WINDOW, and says so; the status and the mailing alone are served by
+# ix_messages_status_id and ix_messages_mailing.
+BULK_COUNT_CAP = 10_000  # "Resend all 10,000+ matching": counting stops past this
+
+
+def _sender(value: str) -> Any:
+    """The From address (or any at "@domain"), the case folded."""
+    if value.startswith("@"):
+        return func.lower(Message.from_addr).endswith(value, autoescape=True)
+    return func.lower(Message.from_addr) == value
+
+
+def narrowed(stmt: Select[Any], f: Filter, now: datetime) -> Select[Any]:
+    """The messages of a filter, in SQL (no window): every term is a WHERE."""
+    if f.status is not None:
+        stmt = with_status(stmt, f.status)
+    if f.mailing is not None:
+        stmt = stmt.where(Message.mailing_id == f.mailing)
+    if f.stream is not None:
+        stmt = stmt.where(Message.stream == f.stream)
+    recipients = cast(Message.recipients, Text)
+    if f.to is not None:
+        # The address as a JSON string (as the column is written, escaped or not), or
+        # "@domain" closing the string; a LIKE folds the case on every database here.
+        ends = (
+            {f'{f.to}"'}
+            if f.to.startswith("@")
+            else {json.dumps(f.to), json.dumps(f.to, ensure_ascii=False)}
+        )
+        stmt = stmt.where(or_(*(recipients.icontains(e, autoescape=True) for e in ends)))
+    if f.sender is not None:
+        stmt = stmt.where(_sender(f.sender))
+    if f.subject:
+        stmt = stmt.where(Message.subject.icontains(f.subject, autoescape=True))
+    if f.source:
+        named = Message.source.startswith(f"{f.source}:", autoescape=True)
+        stmt = stmt.where(or_(Message.source == f.source, named))
+    for key, value in f.meta:
+        stmt = stmt.where(Message.meta[key].as_string() == value)
+    if f.error:
+        stmt = stmt.where(Message.last_error.icontains(f.error, autoescape=True))
+    since, until = f.bounds(now)
+    if since is not None:
+        stmt = stmt.where(Message.created_at >= since)
+    if until is not None:
+        stmt = stmt.where(Message.created_at < until)
+    if f.words:
+        stmt = stmt.where(or_(recipients.icontains(f.words, autoescape=True),
+                              Message.subject.icontains(f.words, autoescape=True)))  # fmt: skip
+    return stmt
+
+
+def _windowed(stmt: Select[Any], f: Filter, before: int | None,
+              now: datetime) -> tuple[Select[Any], int | None]:  # fmt: skip
+    """The filter below before, within FILTER_WINDOW ids if no index serves it; the floor."""
+    stmt = narrowed(stmt, f, now)
+    if before is not None:
+        stmt = stmt.where(Message.id < before)
+    if not f.windowed:
+        return stmt, None
+    top = before if before is not None else highest_id() + 1
+    floor = max(top - SEARCH_WINDOW, 1)
+    return stmt.where(Message.id >= floor), floor
+
+
+def highest_id() -> int:
+    """The highest message id now, 0 for none."""
+    return int(db.session.scalar(select(func.max(Message.id))) or 0)
+
+
+def filter_page(f: Filter, before: int | None, now: datetime | None = None) -> Page:
+    """The list's page of a filter: newest first, PAGE_SIZE at a time, keyset on id."""
+    stmt, floor = _windowed(select(Message).options(load_only(*LIST_COLUMNS)), f, before,
+                            now or utcnow())  # fmt: skip
+    rows = list(db.session.execute(stmt.order_by(Message.id.desc()).limit(PAGE_SIZE + 1)).scalars())
+    if len(rows) > PAGE_SIZE:
+        rows = rows[:PAGE_SIZE]
+        return Page(rows, rows[-1].id, None)
+    if floor is not None and floor > 1:  # older messages are left to look at
+        return Page(rows, floor, floor)
+    return Page(rows, None, None)
+
+
+def filter_matches(f: Filter, before: int | None, cap: int | None = None,
+                   now: datetime | None = None) -> Count:  # fmt: skip
+    """How many messages a filter finds in the window its page looks at, up to cap."""
+    cap = COUNT_CAP if cap is None else cap
+    rows, _ = _windowed(select(Message.id), f, before, now or utcnow())
+    found = db.session.execute(select(func.count()).select_from(rows.limit(cap + 1).subquery()))
+    value = int(found.scalar_one())
+    return Count(min(value, cap), value > cap)
+
+
+def _movable(f: Filter, statuses: Collection[Status], now: datetime,
+             ceiling: int) -> Select[Any]:  # fmt: skip
+    """The ids of a filter's messages up to ceiling in one of the statuses (a move's)."""
+    stmt = narrowed(select(Message.id), f, now).where(Message.id <= ceiling)
+    return stmt.where(Message.status.in_([s.value for s in statuses]))
+
+
+def movable_count(f: Filter, statuses: Collection[Status], ceiling: int, cap: int | None = None,
+                  now: datetime | None = None) -> Count:  # fmt: skip
+    """How many messages of a filter up to ceiling a move could take, counted up to cap
+    (None: all of them, for a worker's job)."""
+    rows = _movable(f, statuses, now or utcnow(), ceiling)
+    if cap is not None:
+        rows = rows.limit(cap + 1)
+    found = db.session.execute(select(func.count()).select_from(rows.subquery()))
+    value = int(found.scalar_one())
+    if cap is None:
+        return Count(value, False)
+    return Count(min(value, cap), value > cap)
+
+
+def movable_ids(f: Filter, statuses: Collection[Status], above: int, ceiling: int,
+                limit: int, now: datetime | None = None) -> list[int]:  # fmt: skip
+    """The next ids, lowest first, of a filter's messages a move could take, in (above, ceiling]."""
+    stmt = _movable(f, statuses, now or utcnow(), ceiling).where(Message.id > above)
+    return list(db.session.scalars(stmt.order_by(Message.id).limit(limit)))

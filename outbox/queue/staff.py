@@ -1,6 +1,6 @@
 """What staff (and the API) do to one message, to chosen ones or to all failed ones."""
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -116,13 +116,21 @@ class Moved:
     skipped: int
 
 
-def cancel_many(message_ids: Collection[int]) -> Moved:
+# A caller's bookkeeping written in the move's own transaction (a bulk job's progress), so
+# that the rows moved and the record of them commit together or not at all.
+Then = Callable[[Moved], None]
+
+
+def cancel_many(message_ids: Collection[int], then: Then | None = None) -> Moved:
     """Cancel those of the chosen messages that are queued or deferred; commit."""
     ids = set(message_ids)
     stmt = guarded(sources(Status.CANCELLED), Status.CANCELLED, MESSAGES.c.id.in_(ids))
     done = changed(stmt)
+    moved = Moved(done, len(ids) - done)
+    if then is not None:
+        then(moved)
     db.session.commit()
-    return Moved(done, len(ids) - done)
+    return moved
 
 
 def _woken(moved: int) -> int:
@@ -132,13 +140,18 @@ def _woken(moved: int) -> int:
     return moved
 
 
-def resend_many(message_ids: Collection[int], allowance: int, now: datetime | None = None) -> Moved:
+def resend_many(message_ids: Collection[int], allowance: int, now: datetime | None = None,
+                then: Then | None = None) -> Moved:  # fmt: skip
     """Queue those of the chosen messages that are failed or cancelled again; commit."""
     ids = set(message_ids)
     nobody = hooks.requeue(ids)
     stmt = guarded((Status.FAILED, Status.CANCELLED), Status.QUEUED,
                    MESSAGES.c.id.in_(ids - nobody), next_attempt_at=now or utcnow(),
                    max_attempts=MESSAGES.c.attempts + allowance)  # fmt: skip
-    done = _woken(changed(stmt))
+    done = changed(stmt)
+    moved = Moved(done, len(ids) - done)
+    if then is not None:
+        then(moved)
+    _woken(done)  # last before the commit (wakeups.wake)
     db.session.commit()
-    return Moved(done, len(ids) - done)
+    return moved

@@ -68,8 +68,8 @@ class Message(BaseModel):
     # Some recipients have the mail and others do not (yet): a sent message some of whose
     # recipients were refused, or a deferred one some of whose recipients accepted it.
     partly_delivered: bool
-    # mailings: the mailing this recipient's row was made for, else null; its
-    # subject and bodies are the mailing's (GET /api/mailings/{id}).
+    # mailings: the mailing this recipient's row was made for, else null; its bodies
+    # are the mailing's (GET /api/mailings/{id}), its subject the one it gets.
     mailing_id: int | None
     # The app's own labels, as it gave them ({} if none).
     meta: dict[str, str] = Field(alias="metadata")

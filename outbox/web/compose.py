@@ -1,5 +1,6 @@
-"""The compose page: the form, its send-after time in the staff user's zone, its errors, and
-Edit and resend: a failed or cancelled message opened as a new draft with its content."""
+"""The compose page: the form, its send-after time in the staff user's zone, its errors, its
+warning before a message goes to a suppressed address, and Edit and resend: a failed or
+cancelled message opened as a new draft with its content."""
 
 from datetime import UTC, datetime
 from typing import Any
@@ -12,11 +13,15 @@ from werkzeug.datastructures import FileStorage
 
 from outbox import queue
 from outbox.auth import audit
+from outbox.capabilities import suppression
+from outbox.core.addresses import parse
 from outbox.core.checks import Upload, check_upload, oversize
 from outbox.core.drafts import Draft, DraftError, build_draft
 from outbox.core.kinds import MessageKind, kind_of
 from outbox.core.schema import FORM_KINDS
-from outbox.models import ID_RANGE, Message
+from outbox.core.streams import DEFAULT as DEFAULT_STREAM
+from outbox.core.streams import Stream
+from outbox.models import ID_RANGE, Message, Suppression
 from outbox.ops import detail, metrics
 from outbox.web.forms import ComposeForm
 
@@ -29,6 +34,10 @@ MORE = ("cc", "bcc", "reply_to", "priority", "stream", "send_after")
 # What Edit and resend opens: a message that reached no one, written from its columns (a
 # mailing's recipient comes from its mailing, a submitted mail is sent as it came).
 EDITABLE = ("failed", "cancelled")
+# A suppression's source as the compose page's warning says it.
+SOURCE_WORDS = {"bounce": "hard bounce", "complaint": "spam complaint",
+                "smtp": "refused by its mail server", "manual": "added by staff",
+                "import": "imported", "unsubscribe": "unsubscribed"}  # fmt: skip
 
 
 def editable(message: Message) -> bool:
@@ -128,11 +137,59 @@ def _chosen() -> list[FileStorage]:
     return found
 
 
+def why_suppressed(entry: Suppression, zone: ZoneInfo) -> str:
+    """Why an address is kept from mail, in a staff member's words: "hard bounce on 3 Nov
+    2026: 550 5.1.1 no such user"."""
+    day = entry.created_at.replace(tzinfo=UTC).astimezone(zone)
+    said = f"{SOURCE_WORDS.get(entry.source, entry.source)} on {day.day} {day:%b %Y}"
+    return f"{said}: {entry.reason}" if entry.reason else said
+
+
+def _kept(addresses: list[str], stream: str, zone_name: str | None) -> list[tuple[str, str]]:
+    """(address, why) for each of these addresses the list keeps mail of stream from."""
+    found = suppression.keeping(addresses, stream)
+    try:
+        zone = zone_named(zone_name)
+    except ValueError:
+        zone = ZoneInfo("UTC")
+    return [(address, why_suppressed(entry, zone)) for address, entry in found.items()]
+
+
+def typed_check() -> ResponseReturnValue:
+    """As an address field loses focus (htmx): the typed To, Cc and Bcc addresses the list
+    keeps the message from, named beside the form before it is sent. Nothing while they
+    cannot be read: the submit names that fault."""
+    typed = [request.args.get(name, "") for name in ("to", "cc", "bcc")]
+    stream = request.args.get("stream", "")
+    if stream not in {s.value for s in Stream}:
+        stream = DEFAULT_STREAM.value
+    try:
+        boxes = parse(typed, frozenset(current_app.config["ALLOWED_SPECIAL_DOMAINS"]))
+    except ValueError:
+        boxes = []
+    kept = _kept([box.address for box in boxes], stream, request.args.get("zone"))
+    return render_template("messages/_compose_suppressed.html", kept=kept)
+
+
+def _warnings(draft: Draft, form: ComposeForm) -> list[tuple[str, str]]:
+    """(address, why) for each recipient the suppression list keeps this mail from, unless
+    the person was warned of each (the form's send_anyway field lists those). None with
+    OUTBOX_SUPPRESSED=reject: the queue refuses the message, naming them, instead."""
+    if current_app.config["SUPPRESSED"] == "reject":
+        return []
+    # A browser posts the field's line breaks as CRLF.
+    warned = set(filter(None, (form.send_anyway.data or "").splitlines()))
+    addresses = [r.address for r in (*draft.to, *draft.cc, *draft.bcc)]
+    kept = _kept(addresses, draft.stream.value, form.zone.data)
+    return kept if {address for address, _ in kept} - warned else []
+
+
 def _page(
     form: ComposeForm, status: int, dropped: list[str] | None = None,
-    original: Message | None = None,
+    original: Message | None = None, warnings: list[tuple[str, str]] | None = None,
 ) -> ResponseReturnValue:  # fmt: skip
-    """The form as typed; dropped names the files to choose again after an error."""
+    """The form as typed; dropped names the files to choose again after an error or a
+    warning; warnings the suppressed recipients, with Send anyway."""
     folded = [form[ComposeForm.name_of(name)] for name in MORE]
     more_open = any(f.errors or f.data not in (None, "", f.default) for f in folded)
     try:
@@ -140,9 +197,11 @@ def _page(
     except ValueError:
         zone = "UTC"
     carried = detail.attachments(original.id) if original is not None else []
+    if warnings:
+        form.send_anyway.data = "\n".join(address for address, _ in warnings)
     return render_template("messages/new.html", form=form, more_open=more_open, zone=zone,
-                           dropped=dropped or [], original=original,
-                           carried=carried), status  # fmt: skip
+                           dropped=dropped or [], original=original, carried=carried,
+                           warnings=warnings or []), status  # fmt: skip
 
 
 def _checked(form: ComposeForm, files: list[FileStorage]) -> Draft:
@@ -178,6 +237,10 @@ def compose() -> ResponseReturnValue:
     Chosen files are not kept after an error (a browser cannot fill a file field again):
     the page names them so they can be chosen again. Keeping them would mean a second
     store of unsent uploads beside the queue, with its own limits and expiry.
+
+    A recipient on the suppression list for the message's stream holds the first submit:
+    the form comes back naming each and why, with Send anyway. Sent anyway, the message
+    is queued and those recipients are marked suppressed as the queue marks any.
     """
     form = ComposeForm()
     original = _original(request.values.get("edit"))
@@ -198,6 +261,9 @@ def compose() -> ResponseReturnValue:
             field = form[ComposeForm.name_of(name)] if name in FORM_KINDS else form.to
             field.errors = [*field.errors, problem]
         return _page(form, 422, [f.filename or "" for f in files], original)
+    if warnings := _warnings(draft, form):
+        # 200, as any page that asks first answers (confirm.confirm_page).
+        return _page(form, 200, [f.filename or "" for f in files], original, warnings)
     message, _ = queue.enqueue(draft, source=f"web:{current_user.email}",
                                max_attempts=current_app.config["MAX_ATTEMPTS"],
                                resent_from=original.id if original else None)  # fmt: skip

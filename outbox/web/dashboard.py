@@ -110,6 +110,7 @@ def _live(now: datetime, window: Window | None = None) -> dict[str, Any]:
         failed=figures.failures(now),
         in_hand=figures.in_hand(),
         lanes=routes.table().lanes,
+        error_term=charts.error_term,
     )
 
 

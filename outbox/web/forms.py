@@ -39,6 +39,8 @@ class ComposeForm(FlaskForm):
 
     zone = HiddenField(default="UTC")
     edit = HiddenField()  # Edit and resend: the message this queues a corrected copy of
+    # The suppressed recipients the page warned of, one a line: Send anyway queues to them.
+    send_anyway = HiddenField()
 
     @classmethod
     def name_of(cls, wire_name: str) -> str:

@@ -1,5 +1,6 @@
 """The outbox pages: the list, one message, composing, and the buttons that act on them."""
 
+from dataclasses import replace
 from typing import Any
 
 from flask import (
@@ -16,13 +17,17 @@ from flask import (
 )
 from flask.typing import ResponseReturnValue
 from flask_login import current_user, login_required
+from werkzeug.datastructures import MultiDict
 
 from outbox import queue
 from outbox.auth import audit
+from outbox.capabilities import bulk_jobs
 from outbox.capabilities.bounces import inbox
 from outbox.capabilities.capture import store as captured
 from outbox.capabilities.mailings import render as mailing_render
 from outbox.capabilities.submission import shown as raw_shown
+from outbox.core.filters import NAMES, Filter, FilterError
+from outbox.core.filters import parse as parse_filter
 from outbox.core.latency import queue_to_sent
 from outbox.core.recipients import partly_delivered
 from outbox.core.status import Status
@@ -54,8 +59,6 @@ bp.before_request(login_required(lambda: None))
 
 TABS = ["all", *(status.value for status in Status)]
 STREAMS = [stream.value for stream in Stream]
-# Longer than any subject; SQLite refuses LIKE patterns over 50,000 bytes.
-SEARCH_CHARS = 998
 # What the HTML body of a message may do inside its iframe: show itself, nothing more.
 BODY_POLICY = "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 COPIES_SHOWN = 20  # "sent again as #40, #41, ...": the first this many copies
@@ -72,37 +75,76 @@ def wants_fragment() -> bool:
     return bool(request.headers.get("HX-Request")) and not request.headers.get("HX-Boosted")
 
 
-def listing(args: Any, notice: str | None = None) -> dict[str, Any]:
-    """What the list shows for its query arguments (tab, search, page); 400 or 404 if bad."""
+def read_filter(args: Any) -> tuple[str, Filter]:
+    """The tab and the filter of the list's query arguments (the search box's grammar in
+    q, the filter form's fields beside it); 404 for no such tab, FilterError for a bad term.
+
+    A status: term chooses the tab; the tab is kept apart from the filter's other terms
+    in every link, as the tabs' own links do."""
     status = args.get("status", "all")
     if status not in TABS:
         abort(404)
-    search = args.get("q", "").strip() or None
+    fields = {name: args.getlist(name) for name in NAMES if name != "status"}
+    found = parse_filter(
+        args.get("q", ""), MultiDict([(k, v) for k, vs in fields.items() for v in vs])
+    )
+    if found.status is not None:
+        status = found.status
+    elif status != "all":
+        found = replace(found, status=status)
+    return status, found
+
+
+def listing(args: Any, notice: str | None = None) -> dict[str, Any]:
+    """What the list shows for its query arguments (tab, filter, page); 400 or 404 if bad.
+
+    A filter with a bad term answers 400 with the page saying which term and why."""
     before = args.get("before", type=int)
-    if search and (len(search) > SEARCH_CHARS or "\0" in search):
-        abort(400, description=f"search for at most {SEARCH_CHARS} characters, without NUL")
     if before is not None and before not in ID_RANGE:
         abort(400, description="before must be a message id")
-    stream = args.get("stream", "").strip() or None
-    if stream is not None and stream not in STREAMS:
-        abort(400, description=f"stream must be one of {', '.join(STREAMS)}")
-    chosen = None if status == "all" else status
-    page = reports.page(chosen, search, before, stream)
-    return dict(page=page, status=status, search=search, before=before, tabs=TABS,
-                stream=stream, streams=STREAMS, counts=reports.counts(), notice=notice,
-                form=ActionForm(), paused=pause.current(),
-                matches=reports.matches(chosen, search, before, stream=stream) if search else None,
-                here=url_for("messages.index", status=status, q=search, stream=stream,
+    error = None
+    try:
+        status, found = read_filter(args)
+    except FilterError as exc:
+        status = args.get("status", "all") if args.get("status", "all") in TABS else "all"
+        found, error = Filter(status=None if status == "all" else status), str(exc)
+    spelled = found.spelled() or None
+    if error is None:
+        page = reports.page(found.status, None, before, of=found)
+    else:
+        page = reports.Page([], None, None)
+    can_move = {move: can_bulk_move(found, move) for move in bulk_jobs.MOVES} if not error else {}
+    # "Resend all N matching": counted here only where an index serves the filter; else
+    # on the confirmation page, which a person asks for.
+    ceiling = reports.highest_id() if can_move and not found.windowed else 0
+    counted = {move: reports.movable_count(found, bulk_jobs.statuses(move), ceiling,
+                                           cap=reports.BULK_COUNT_CAP)
+               for move, able in can_move.items() if able and ceiling}  # fmt: skip
+    return dict(page=page, status=status, search=spelled, before=before, tabs=TABS,
+                filter=found, error=error, typed=args.get("q", "").strip(),
+                streams=STREAMS, statuses=[s.value for s in Status],
+                counts=reports.counts(), notice=notice, form=ActionForm(), paused=pause.current(),
+                matches=reports.filter_matches(found, before) if spelled and not error else None,
+                movable=can_move, movable_counts=counted,
+                here=url_for("messages.index", status=status, q=spelled,
                              before=before))  # fmt: skip
+
+
+def can_bulk_move(found: Filter, move: str) -> bool:
+    """Whether a filter's messages could include some a bulk move takes (by their status)."""
+    if not found.active:
+        return False
+    return found.status is None or Status(found.status) in bulk_jobs.statuses(move)
 
 
 @bp.get("")
 def index() -> ResponseReturnValue:
     context = listing(request.args)
     if wants_fragment():
-        return fragment("messages/_listing.html", 200 if context["page"].in_flight else 286,
-                        **context)  # fmt: skip
-    response = Response(render_template("messages/index.html", **context))
+        code = 400 if context["error"] else 200 if context["page"].in_flight else 286
+        return fragment("messages/_listing.html", code, **context)
+    response = Response(render_template("messages/index.html", **context),
+                        status=400 if context["error"] else 200)  # fmt: skip
     response.headers["Vary"] = "HX-Request"
     return response
 
@@ -308,3 +350,9 @@ def resent_all(count: int, left: reports.Count) -> str:
 @requires("compose")
 def compose() -> ResponseReturnValue:
     return composing.compose()  # the page lives in web/compose.py
+
+
+@bp.get("/new/suppressed")
+@requires("compose")
+def compose_check() -> ResponseReturnValue:
+    return composing.typed_check()  # the compose page's check as an address field is left

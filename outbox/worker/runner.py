@@ -14,7 +14,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.schedulers.base import BaseScheduler
 from flask import Flask
 
-from outbox.capabilities import retention, routes, webhooks
+from outbox.capabilities import bulk_jobs, retention, routes, webhooks
 from outbox.capabilities.bounces import imap
 from outbox.capabilities.capture import transport as capture
 from outbox.capabilities.guardrails import pauses as guardrails
@@ -77,6 +77,19 @@ def drain_pass(app: Flask, worker: Worker, busy: threading.Lock) -> Callable[[],
     return tick
 
 
+def bulk_work(app: Flask, worker: Worker) -> Callable[[], None]:
+    """Run the bulk jobs waiting (capabilities.bulk_jobs) until none is left or a stop."""
+
+    def run_jobs() -> None:
+        with app.app_context():
+            try:
+                bulk_jobs.work(worker.worker_id, app.config["MAX_ATTEMPTS"], worker.stop)
+            except Exception:  # an outage: the job's lease runs out and the next run goes on
+                worker.log.exception("%s: bulk job failed", worker.worker_id)
+
+    return run_jobs
+
+
 def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.Lock:
     """Add the drain and the full count per status; the lock returned is held while a pass runs."""
     logging.getLogger("apscheduler.scheduler").addFilter(OVERRUNS_QUIET)  # once: same filter
@@ -104,6 +117,12 @@ def schedule(scheduler: BaseScheduler, app: Flask, worker: Worker) -> threading.
     scheduler.add_job(
         count, "interval", seconds=interval, jitter=interval / 4, id="counts",
         max_instances=1, coalesce=True, next_run_time=datetime.now(UTC),
+    )  # fmt: skip
+    # bulk jobs: a staff move over every message a filter finds, batch after batch, in a
+    # thread of its own so that the drain goes on beside it.
+    scheduler.add_job(
+        bulk_work(app, worker), "interval", seconds=app.config["POLL_INTERVAL"], id="bulk_jobs",
+        max_instances=1, coalesce=True, misfire_grace_time=None, next_run_time=datetime.now(UTC),
     )  # fmt: skip
     # retention: hourly, each worker asks; once a day one takes the purge's turn.
     scheduler.add_job(

@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+from outbox.capabilities import bulk_jobs, suppression
+from outbox.core.filters import parse
+from outbox.models.db import db
 from tests.support.browser import STAFF, Site, sign_in, store
 
 try:
@@ -39,8 +42,12 @@ def axe_source() -> str:
 
 @pytest.fixture(scope="module")
 def site_with_mail(capture_site: Site) -> Site:
-    """The capture-mode site (every page in the menu) with a message of each kind shown."""
+    """The capture-mode site (every page in the menu) with a message of each kind shown,
+    and a bulk job over a filter of the list."""
     store(capture_site, "ann@example.com", "A message to look at")
+    with capture_site.app.app_context():
+        bulk_jobs.start("cancel", parse("to:@example.com"), STAFF[0])
+        db.session.remove()
     return capture_site
 
 
@@ -58,9 +65,11 @@ def pages(page: Page) -> list[str]:
     paths = set(page.eval_on_selector_all("nav[aria-label='Pages'] a", hrefs))
     page.goto("/messages")
     first = page.locator("#rows a[href^='/messages/']").first.get_attribute("href")
+    filtered = {"/messages?q=to:@example.com+since:7d", "/messages/jobs/1",
+                "/messages/jobs/new?move=cancel&q=to:@example.com"}  # fmt: skip
     # The dashboard's longest chart window as well as its default one.
     more = {first or "", "/messages?status=all", "/no-such-page", "/?window=7d"}
-    return sorted(paths | more - {""})
+    return sorted(paths | filtered | more - {""})
 
 
 @pytest.fixture
@@ -100,3 +109,25 @@ def test_every_page_has_no_serious_accessibility_finding(  # type: ignore[no-unt
         f"{path}: {f['impact']} {f['id']} ({f['help']}) at {', '.join(f['nodes'])}"
         for path, each in found.items() for f in each
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("tab", [(390, "light"), (1280, "dark")], indirect=True,
+                         ids=["390", "1280-dark"])  # fmt: skip
+def test_the_compose_pages_warning_has_no_serious_accessibility_finding(  # type: ignore[no-untyped-def]
+    tab: Page, axe_source: str, site_with_mail: Site
+):
+    with site_with_mail.app.app_context():
+        suppression.add("bounced@example.com", "550 5.1.1 no such user", "bounce")
+        db.session.commit()
+        db.session.remove()
+    tab.goto("/sign-in")
+    sign_in(tab, *STAFF)
+    tab.goto("/messages/new")
+    tab.get_by_label("To", exact=True).fill("bounced@example.com")
+    tab.get_by_label("Text body", exact=True).fill("Hi")  # To left: checked as it is
+    expect(tab.locator("#suppressed-check")).to_contain_text("bounced@example.com")
+    hinted = findings(tab, axe_source)
+    tab.get_by_role("button", name="Send", exact=True).click()
+    expect(tab.locator("#suppressed-warning")).to_be_visible()
+    warned = findings(tab, axe_source)
+    assert not hinted and not warned, (hinted, warned)

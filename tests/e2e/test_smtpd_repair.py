@@ -2,7 +2,8 @@
 repaired (outbox.capabilities.submission.repair) and sent on by a worker with every line within 998
 octets, decoding to exactly what the client sent, and DKIM-signed over the repaired bytes.
 
-msmtp as PHP's mail() runs it (`msmtp -t`), curl uploading a file with LF line ends
+msmtp as PHP's mail() runs it (`msmtp -t`), also with a Subject, a name and a file name
+typed in UTF-8 and sent on to a server offering no SMTPUTF8; curl uploading a file with LF line ends
 (no --crlf), swaks with a long Subject and body line, and Flask-Mail with the docs'
 settings and an HTML body on one line; and swaks refused, naming the header it cannot fold.
 """
@@ -10,18 +11,20 @@ settings and an HTML body on one line; and swaks refused, naming the header it c
 import subprocess
 from email import message_from_bytes
 from email.message import Message
-from email.policy import compat32
+from email.policy import compat32, default
 
 import flask_mail
 import pytest
 from flask import Flask
 from flask.testing import FlaskCliRunner
 
+from outbox.mail.rendered import Features
 from outbox.worker import Tally, Worker
 from tests.support.dkimkeys import published, verifies
 from tests.support.mailcheck import long_lines
 from tests.support.smtpd import SmtpServer
 from tests.support.smtpd_process import Certs
+from tests.support.wire import aiosmtpd_server
 
 HTML = ("<html><body><table><tr><td>Grüße</td>" + "<td>item</td>" * 420
         + "</tr></table></body></html>").encode()  # fmt: skip  # 5,101 octets, one line
@@ -55,9 +58,8 @@ def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[byt
     return subprocess.run(command, capture_output=True, timeout=60, check=False, **kwargs)  # type: ignore[call-overload, no-any-return]
 
 
-def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
-    smtp_app, smtp, port, certs, token, records, tmp_path
-):
+def msmtp_config(tmp_path, port: int, token: str, certs: Certs):  # type: ignore[no-untyped-def]
+    """msmtp's settings for outbox smtpd on port: STARTTLS, AUTH PLAIN with the token."""
     config = tmp_path / "msmtprc"
     config.write_text(
         f"account default\nhost 127.0.0.1\nport {port}\nfrom shop@example.com\n"
@@ -65,6 +67,13 @@ def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
         f"tls_trust_file {certs.ca_file}\n"
     )
     config.chmod(0o600)  # msmtp refuses a password file others can read
+    return config
+
+
+def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
+    smtp_app, smtp, port, certs, token, records, tmp_path
+):
+    config = msmtp_config(tmp_path, port, token, certs)
     # What PHP's mail() pipes to sendmail_path = "msmtp -t": LF line ends.
     head = (b"To: ann@example.com\nSubject: Your order\nFrom: shop@example.com\n"
             b"MIME-Version: 1.0\nContent-Type: text/html; charset=UTF-8\n\n")  # fmt: skip
@@ -75,6 +84,32 @@ def test_php_mail_through_msmtp_with_a_5000_octet_html_line(
     assert (got["Subject"], got.get_content_type(), got.get_content_charset()) == (
         "Your order", "text/html", "utf-8")  # fmt: skip
     assert decoded(got) == HTML + b"\r\n"
+
+
+def test_php_mail_typed_in_utf8_reaches_a_server_without_smtputf8_downgraded(
+    app, port, certs, token, records, tmp_path
+):
+    # PHP's mail() with nothing encoded: the Subject, the name and the file name as typed.
+    mail = ("To: Jörg Müller <joerg@example.com>\nSubject: Ihre Bestellung – Grüße aus Köln\n"
+            "From: Bücherladen <shop@example.com>\nMIME-Version: 1.0\n"
+            'Content-Type: text/plain; charset=UTF-8; name="Rechnung März.txt"\n'
+            'Content-Disposition: inline; filename="Rechnung März.txt"\n'
+            "Content-Transfer-Encoding: 8bit\n\nIhre Rechnung über 12 €.\n").encode()  # fmt: skip
+    done = run(["msmtp", "-C", str(msmtp_config(tmp_path, port, token, certs)), "-t"], input=mail)
+    assert done.returncode == 0, done.stderr
+    with aiosmtpd_server(Features(eight_bit=False, smtputf8=False)) as server:
+        app.config["MAIL_PORT"] = app.extensions["mail"].port = server.port
+        assert Worker().drain() == Tally(sent=1)
+        [got] = server.received()
+    assert got.content.isascii() and got.rcpt_tos == ["joerg@example.com"]
+    assert long_lines(got.content) == []
+    assert verifies(got.content, records)  # signed over what this server got
+    read = message_from_bytes(got.content, policy=default)
+    assert read["Subject"] == "Ihre Bestellung – Grüße aus Köln"
+    assert (read["From"].addresses[0].display_name, read["To"].addresses[0].display_name) == (
+        "Bücherladen", "Jörg Müller")  # fmt: skip
+    assert read.get_filename() == "Rechnung März.txt"
+    assert read.get_content() == "Ihre Rechnung über 12 €.\r\n"
 
 
 def test_curl_uploading_a_file_with_lf_line_ends_and_a_long_line(

@@ -98,13 +98,16 @@ def test_failures_are_grouped_by_reason_and_domain_each_linking_to_a_list(signed
     root = page(signed_in)
     reasons = root.find("table", class_="reasons").find("tbody").find_all("tr")
     assert [[words(td) for td in r.find_all("td")] for r in reasons] == [["550 5.1.1", "2"]]
-    assert reasons[0].find("a")["href"] == "/messages?status=failed"
+    reason_link = reasons[0].find("a")["href"]
+    assert reason_link == "/messages?status=failed&error=5.1.1"
     domains = root.find("table", class_="domains").find("tbody").find_all("tr")
     assert [[words(td) for td in d.find_all("td")] for d in domains] == [["one.example", "2"]]
     link = domains[0].find("a")["href"]
-    assert link == "/messages?status=failed&q=@one.example"
-    listed = page(signed_in, link)
-    assert len(listed.find("table", class_="messages").find("tbody").find_all("tr")) == 2
+    assert link == "/messages?status=failed&to=@one.example"
+    for href in (reason_link, link):
+        listed = page(signed_in, href)
+        rows = listed.find("table", class_="messages").find("tbody").find_all("tr")
+        assert len(rows) == 2, href
 
 
 def test_nothing_failed_says_so(signed_in):

@@ -242,6 +242,7 @@ def test_every_route_refuses_a_request_without_a_session_or_token(app, signed_in
     values |= {"mailing_id": 1}  # mailings: refused before a lookup
     values |= {"captured_pk": 1, "index": 0}  # capture: refused before a lookup
     values |= {"domain": "example.com"}  # guardrails: refused before a lookup
+    values |= {"job_id": 1}  # bulk jobs: refused before a lookup
     urls = app.url_map.bind("localhost")
     anonymous = app.test_client()
     token = csrf(anonymous, "/sign-in")

@@ -83,3 +83,9 @@ def test_domains_and_the_top_of_a_count():
     assert charts.domain("postmaster") == "postmaster"
     counts = Counter({"b.example": 3, "a.example": 3, "c.example": 5, "d.example": 1})
     assert charts.top(counts, 3) == [("c.example", 5), ("a.example", 3), ("b.example", 3)]
+
+
+def test_a_reasons_failures_are_found_by_its_enhanced_code_else_as_it_reads():
+    assert charts.error_term("550 5.1.1") == "5.1.1"
+    assert charts.error_term("554") == "554"
+    assert charts.error_term("connection refused") == "connection refused"

@@ -34,7 +34,7 @@ def test_the_compose_form_has_a_labelled_control_for_each_form_field():
     # zone: the browser's time zone for Send after; edit: the message Edit and resend
     # corrects. Fields of the form, not of the message.
     fields = {ComposeForm.name_of(name) for name in schema.FORM_KINDS}
-    assert set(controls) == fields | {"zone", "edit"}
+    assert set(controls) == fields | {"zone", "edit", "send_anyway"}
     for name, field in schema.NewMessage.model_fields.items():
         wire_name = schema.WIRE_NAMES[name]
         if wire_name in schema.FORM_KINDS:

@@ -1,7 +1,7 @@
 """Mailings: one body, stored once, rendered for each of many recipients.
 
-A mailing's recipients are rows of messages (mailing_id, fields; no subject or bodies of
-their own), so claims, retries, per-recipient states, bounces, suppression, webhooks and
+A mailing's recipients are rows of messages (mailing_id, fields, the subject each gets; no
+bodies of their own), so claims, retries, per-recipient states, bounces, suppression, webhooks and
 the pages treat them as any message. The modules: `stream` (the request read as it
 arrives), `head` (the mailing's own fields), `templates` (compiled and rendered), `sandbox`
 (Jinja2's, held to a budget of steps, time and size), `recipients`

@@ -1,7 +1,8 @@
 """A mailing's recipients: each checked, then stored as a message row, a chunk per INSERT.
 
-A recipient row holds its address and fields; its subject and bodies stay empty, and a
-worker renders them from the mailing at send time (outbox.capabilities.mailings.render). The queue
+A recipient row holds its address, fields and the subject it gets (templates.Subject, for
+the list, the API and search); its bodies stay empty, and a worker renders the mail from
+the mailing at send time (outbox.capabilities.mailings.render). The queue
 inserts the rows (queue.insert_rows), in the caller's transaction, so a request's
 recipients are stored all or none.
 """
@@ -15,7 +16,12 @@ from flask import current_app
 
 from outbox.capabilities.mailings import unsubscribe
 from outbox.capabilities.mailings.head import Head
-from outbox.capabilities.mailings.templates import BUILTIN_VARIABLES, TemplateProblem, oversize
+from outbox.capabilities.mailings.templates import (
+    BUILTIN_VARIABLES,
+    Subject,
+    TemplateProblem,
+    oversize,
+)
 from outbox.capabilities.suppression import screen
 from outbox.core.addresses import LINE_BREAK, LINE_BREAK_ERROR, Kind, parse
 from outbox.core.checks import UNSTORABLE_ERROR, unstorable
@@ -92,6 +98,7 @@ class Writer:
         self.needed = self.head.needed()
         self.in_subject = self.head.used.get("subject", frozenset())
         self.domain = msgid_domain(self.head.draft.from_addr)
+        self.subject = Subject(self.head.draft.subject, current_app.config["MAX_MESSAGE_BYTES"])
 
     @property
     def full(self) -> bool:
@@ -145,9 +152,11 @@ class Writer:
     def _row(self, checked: dict[str, Any]) -> dict[str, Any]:
         """A recipient's message row: the store's, with the body left to the mailing."""
         paused = {"next_attempt_at": PAUSED_UNTIL} if self.paused else {}
+        entry = checked["entry"]
+        values = {**checked["fields"], "email": entry.address, "name": entry.name}
         return message_row(
-            self.head.draft, self.now, domain=self.domain, recipients=[checked["entry"]],
-            subject="", text_body=None, html_body=None, headers=None,
+            self.head.draft, self.now, domain=self.domain, recipients=[entry],
+            subject=self.subject.of(values), text_body=None, html_body=None, headers=None,
             max_attempts=self.max_attempts, source=f"mailing:{self.mailing_id}",
             attachment_count=self.head.attachment_count, mailing_id=self.mailing_id,
             fields=checked["fields"] or None, stream=Stream.BROADCAST.value, **paused,

@@ -12,9 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jinja2 import StrictUndefined, TemplateError, TemplateSyntaxError, meta, nodes
+from jinja2 import Environment, StrictUndefined, TemplateError, TemplateSyntaxError, meta, nodes
 
 from outbox.capabilities.mailings.sandbox import BoundedSandbox, Budget, running
+from outbox.core.schema import LINE_CHARS
 
 # The templates of a mailing by the field that carries them on the wire.
 TEMPLATE_FIELDS = ("subject", "text", "html", "unsubscribe_url")
@@ -30,6 +31,8 @@ CACHE_SIZE = 32
 
 _plain = BoundedSandbox(undefined=StrictUndefined, autoescape=False)
 _html = BoundedSandbox(undefined=StrictUndefined, autoescape=True)
+_reader = Environment(autoescape=False)  # parses only: the tree as written, not as run
+DELIMITERS = ("{{", "{%", "{#")
 
 
 class TemplateProblem(Exception):
@@ -127,3 +130,70 @@ class Cache:
             self._found.move_to_end(key)
             while len(self._found) > self.size:
                 self._found.popitem(last=False)
+
+
+class Subject:
+    """A mailing's subject as each recipient's row stores it, for the list, the API and
+    search: the template itself when it has no template syntax, or rendered with the
+    recipient's values.
+
+    Rows are written a chunk at a time at intake, where a full sandboxed render of every
+    recipient's subject would cost about as much again as the rest of a row. A subject
+    made only of text and `{{ name }}` outputs (the usual "News for {{ first }}") is
+    joined here directly, as Jinja2 would print it (str of each value); any other is
+    rendered in the sandbox. One using the unsubscribe token (made at send time), or
+    that fails for a recipient, is stored as its template: the worker renders the mail.
+    """
+
+    def __init__(self, source: str | None, longest: int) -> None:
+        self.source, self.longest = source or "", longest
+        self.parts: list[tuple[bool, str]] | None = None  # (is a variable, text or name)
+        self.compiled: Compiled | None = None
+        self.fixed = not any(mark in self.source for mark in DELIMITERS)
+        if self.fixed:
+            return
+        try:
+            tree = _reader.parse(self.source)
+        except TemplateSyntaxError:
+            self.fixed = True  # refused at intake already; the template is what it is
+            return
+        if "unsubscribe_token" in meta.find_undeclared_variables(tree):
+            self.fixed = True
+            return
+        self.parts = _plain_parts(tree)
+
+    def of(self, values: Mapping[str, Any]) -> str:
+        """The subject a recipient with these values gets, cut to a subject's width."""
+        if self.fixed:
+            return self.source
+        if self.parts is not None and all(name in values for var, name in self.parts if var):
+            found = "".join(str(values[text]) if var else text for var, text in self.parts)
+        else:
+            found = self._rendered(values)
+        return found[:LINE_CHARS]
+
+    def _rendered(self, values: Mapping[str, Any]) -> str:
+        """The subject rendered in the sandbox; the template if it fails."""
+        if self.compiled is None:
+            self.compiled = compile_templates({"subject": self.source})
+        try:
+            return self.compiled.render(values, self.longest)["subject"] or ""
+        except TemplateProblem:
+            return self.source
+
+
+def _plain_parts(tree: nodes.Template) -> list[tuple[bool, str]] | None:
+    """The template as (is a variable, text or name) when it is only text and `{{ name }}`
+    outputs, else None."""
+    parts: list[tuple[bool, str]] = []
+    for node in tree.body:
+        if not isinstance(node, nodes.Output):
+            return None
+        for item in node.nodes:
+            if isinstance(item, nodes.TemplateData):
+                parts.append((False, item.data))
+            elif isinstance(item, nodes.Name) and item.ctx == "load":
+                parts.append((True, item.name))
+            else:
+                return None
+    return parts

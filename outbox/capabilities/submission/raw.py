@@ -3,8 +3,9 @@
 The envelope is the submission's: MAIL FROM (or the recipient's VERP return path when
 bounces are on; never for the null sender, whose bounces go nowhere) and the recipients
 still pending. A server that offers no 8BITMIME gets 8-bit body parts re-encoded as
-quoted-printable (RFC 6152 section 3: a relay converts or refuses); a mail whose header
-holds UTF-8 goes only to a server offering SMTPUTF8.
+quoted-printable (RFC 6152 section 3: a relay converts or refuses); a header holding UTF-8
+goes as it is to a server offering SMTPUTF8, and downgraded to ASCII (RFC 6857) to one
+that does not (outbox.mail.downgrade).
 """
 
 import io
@@ -17,7 +18,7 @@ from sqlalchemy import select
 
 from outbox.capabilities.dkim import keyring
 from outbox.core.deliveries import pending
-from outbox.mail import signing
+from outbox.mail import downgrade, signing
 from outbox.mail.mime import BuildError, envelope, wire_address
 from outbox.mail.rendered import Features, Prepared, Rendered
 from outbox.mail.signing import Signer
@@ -55,10 +56,15 @@ class RawMail:
         recipients, stored, unsendable = envelope(self.pending, utf8)
         end = self.data.find(b"\r\n\r\n")
         head = self.data if end < 0 else self.data[: end + 2]
+        data = self.data
         if not head.isascii() and not utf8:
-            raise BuildError("the mail's header holds UTF-8 and the server does not offer "
-                             "SMTPUTF8 (RFC 6531)")  # fmt: skip
-        data, eight_bit = self.data, not self.data.isascii()
+            try:
+                head = downgrade.ascii_header(head)
+            except downgrade.DowngradeError as exc:
+                said = f"the server does not offer SMTPUTF8 (RFC 6531) and {exc}"
+                raise BuildError(f"{said}; a server that offers it takes the mail") from None
+            data = head if end < 0 else head + self.data[end + 2 :]
+        eight_bit = not data.isascii()
         if eight_bit and not features.eight_bit:
             data, eight_bit = seven_bit(data), False
         utf8_used = not head.isascii() or not sender.isascii()

@@ -114,6 +114,20 @@ def suppresses(entry: Row[Any] | Suppression, stream: str) -> bool:
     return stream == Stream.BROADCAST.value or entry.source not in BROADCAST_ONLY
 
 
+def keeping(
+    addresses: Iterable[str], stream: str, now: datetime | None = None
+) -> dict[str, Suppression]:
+    """The live entries that keep mail of this stream from these addresses, by the address
+    as given, in the order given: what the compose page warns of before it queues a message."""
+    keys = {address: key_of(address) for address in addresses}
+    if not keys:
+        return {}
+    live = _live(now or utcnow())
+    stmt = select(Suppression).where(Suppression.key.in_(sorted(set(keys.values()))), live)
+    entries = {entry.key: entry for entry in db.session.scalars(stmt) if suppresses(entry, stream)}
+    return {address: entries[key] for address, key in keys.items() if key in entries}
+
+
 def find(address: str) -> Suppression | None:
     """The entry of an address, live or expired."""
     return db.session.execute(

@@ -1,7 +1,7 @@
 """stream_hours: messages sent and failed, and their queue-to-250, per settled hour and stream
 
 Revision ID: 0030
-Revises: 0028
+Revises: 0029
 
 """
 
@@ -11,7 +11,7 @@ from sqlalchemy.dialects import mysql
 
 # revision identifiers, used by Alembic.
 revision = "0030"
-down_revision = "0028"
+down_revision = "0029"
 branch_labels = None
 depends_on = None
 
