@@ -95,11 +95,12 @@ def fetch(client: FlaskClient, path: str, headers: dict[str, str]) -> tuple[floa
     """One GET, its time in ms and its body; PageError on anything but a page."""
     began = time.perf_counter()
     response = client.get(path, headers=headers)
+    body = response.get_data(as_text=True)  # a streamed answer (the live events) in full
     ms = (time.perf_counter() - began) * 1000
     if response.status_code not in (200, 286):  # 286: the htmx fragment, nothing in flight
         where = f" to {response.location}" if response.location else ""
         raise PageError(f"answered {response.status_code}{where}")
-    return ms, response.get_data(as_text=True)
+    return ms, body
 
 
 def time_page(client: FlaskClient, spy: Statements, name: str, path: str, goal: float | None,
@@ -144,8 +145,14 @@ def signed_in(app: Flask, user_id: str) -> FlaskClient:
 def time_pages(app: Flask, user_id: str, spy: Statements, runs: int, warmup: int) -> list[Timing]:
     client = signed_in(app, user_id)
     htmx = {"HX-Request": "true"}
+    # The live events answer one event and end (their lifetime is the page's time).
+    app.config["LIVE_STREAM_SECONDS"] = 0
     pages: list[tuple[str, str, float | None, dict[str, str]]] = [
         ("dashboard", "/", GOAL_MS, {}),
+        ("dashboard, 1 hour", "/?window=1h", GOAL_MS, {}),
+        ("dashboard, 7 days", "/?window=7d", GOAL_MS, {}),
+        ("live part (htmx poll)", "/?window=24h", GOAL_MS, htmx),
+        ("live events, one event", "/live/events", GOAL_MS, {}),
         ("messages, all", "/messages", GOAL_MS, {}),
         ("messages, sent", "/messages?status=sent", GOAL_MS, {}),
         ("messages, failed", "/messages?status=failed", GOAL_MS, {}),

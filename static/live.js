@@ -1,4 +1,5 @@
-// The compose form's time zone and the dashboard's pause while hidden (CSP: no inline scripts).
+// The compose form's time zone, the dashboard's server-sent events and its pause while
+// hidden (CSP: no inline scripts).
 (function () {
   "use strict";
 
@@ -23,6 +24,60 @@
   var acting = 0; // actions inside a live part on their way
   var actedAt = 0; // when the last of them was answered
 
+  // Dashboard: where EventSource works, the live part comes from the server's events
+  // (htmx's sse extension, static/sse.min.js) and the polls are held while they come.
+  // The server ends each connection after a while with an "end" event; the page then
+  // connects again at once. Until it has, or if the events never get through, the polls
+  // go on. A hidden tab holds no connection (nor a server's thread): it closes, and
+  // opens again when the tab is shown.
+  if (window.EventSource) {
+    document.querySelectorAll("[data-live][data-events]").forEach(function (live) {
+      live.setAttribute("sse-connect", live.getAttribute("data-events"));
+      live.setAttribute("sse-swap", "live");
+      live.setAttribute("sse-close", "end");
+    });
+  }
+  function connected(live) {
+    return live instanceof Element && live.hasAttribute("data-streaming");
+  }
+  function stopEvents(live) {
+    if (live.outboxSource) {
+      live.outboxSource.close();
+      live.outboxSource = null;
+    }
+    live.removeAttribute("data-streaming");
+  }
+  // A changed attribute makes htmx set the element up again, and the extension with it
+  // opens a new connection, whose first event is read now.
+  function startEvents(live) {
+    if (!window.htmx || !live.hasAttribute("sse-connect") || document.hidden) {
+      return;
+    }
+    stopEvents(live);
+    live.setAttribute("data-connection", String(Number(live.getAttribute("data-connection") || 0) + 1));
+    window.htmx.process(live);
+  }
+  function eachWithEvents(action) {
+    document.querySelectorAll("[data-live][sse-connect]").forEach(action);
+  }
+  document.addEventListener("htmx:sseOpen", function (event) {
+    if (isLive(event.target)) {
+      event.target.outboxSource = event.detail.source;
+      event.target.setAttribute("data-streaming", "");
+    }
+  });
+  document.addEventListener("htmx:sseError", function (event) {
+    if (isLive(event.target)) {
+      event.target.removeAttribute("data-streaming"); // polled until it is back
+    }
+  });
+  document.addEventListener("htmx:sseClose", function (event) {
+    if (isLive(event.target) && event.detail.type === "message") {
+      event.target.outboxSource = null; // the extension closes it
+      startEvents(event.target);
+    }
+  });
+
   function sourceOf(event) {
     return (event.detail && event.detail.elt) || event.target;
   }
@@ -36,7 +91,7 @@
   document.addEventListener("htmx:beforeRequest", function (event) {
     var source = sourceOf(event);
     if (isLive(source)) {
-      if (document.hidden) {
+      if (document.hidden || connected(source)) {
         event.preventDefault();
       } else if (event.detail.xhr) {
         event.detail.xhr.outboxAskedAt = Date.now();
@@ -57,6 +112,11 @@
       xhr.outboxActing = false;
       acting = Math.max(acting - 1, 0);
       actedAt = Date.now();
+      // An event already on its way read the state before the action: a new connection
+      // drops it and brings the state after.
+      if (acting === 0) {
+        eachWithEvents(startEvents);
+      }
     }
   });
   // An action's own answer is swapped in: htmx fires this event on its target (the live
@@ -70,10 +130,39 @@
       event.detail.shouldSwap = false;
     }
   });
+  // Nor is a pushed live part while an action inside it is on its way.
+  document.addEventListener("htmx:sseBeforeMessage", function (event) {
+    if (isLive(event.target) && acting > 0) {
+      event.preventDefault();
+    }
+  });
+  // What a reader opened (a chart's figures) stays open when the live part comes again.
+  var opened = {};
+  document.addEventListener("toggle", function (event) {
+    var details = event.target;
+    if (details instanceof Element && details.hasAttribute("data-keep-open")) {
+      opened[details.getAttribute("data-keep-open")] = details.open;
+    }
+  }, true);
+  function reopen() {
+    document.querySelectorAll("details[data-keep-open]").forEach(function (details) {
+      if (opened[details.getAttribute("data-keep-open")] && !details.open) {
+        details.open = true;
+      }
+    });
+  }
+  document.addEventListener("htmx:sseMessage", reopen);
+  document.addEventListener("htmx:afterSwap", reopen);
+
   document.addEventListener("visibilitychange", function () {
-    if (document.hidden || !window.htmx) {
+    if (document.hidden) {
+      eachWithEvents(stopEvents);
       return;
     }
+    if (!window.htmx) {
+      return;
+    }
+    eachWithEvents(startEvents);
     document.querySelectorAll("[data-live]").forEach(function (live) {
       window.htmx.trigger(live, "outbox:visible");
     });

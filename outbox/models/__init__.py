@@ -22,7 +22,15 @@ from outbox.models.db import Base
 from outbox.models.dkim import DkimKey as DkimKey
 from outbox.models.guardrails import DomainPause, GuardrailHour
 from outbox.models.mailings import Mailing, MailingAttachment, MailingAttachmentChunk
-from outbox.models.ops import AttemptHour, Pause, RetentionRun, StatusCount, Wake, WorkerBeat
+from outbox.models.ops import (
+    AttemptHour,
+    Pause,
+    RetentionRun,
+    StatusCount,
+    StreamHour,
+    Wake,
+    WorkerBeat,
+)
 from outbox.models.routes import ROUTE_CHARS, RouteHealth
 from outbox.models.staff import ApiToken, AuditEvent, SignInFailure, User
 from outbox.models.suppression import Suppression
@@ -251,6 +259,7 @@ __all__ = [
     "RouteHealth",
     "SignInFailure",
     "StatusCount",
+    "StreamHour",
     "Suppression",
     "Throttle",
     "Timestamp",

@@ -38,6 +38,21 @@ class AttemptHour(Base):
     counted_at: Mapped[datetime] = mapped_column(Timestamp)
 
 
+class StreamHour(Base):
+    """Messages of one stream that ended sent or failed in one settled hour, and the
+    queue-to-250 of those sent, counted once for the dashboard's charts."""
+
+    __tablename__ = "stream_hours"
+
+    hour_at: Mapped[datetime] = mapped_column(Timestamp, primary_key=True)
+    stream: Mapped[str] = mapped_column(String(16), primary_key=True)
+    sent: Mapped[int] = mapped_column(Integer)
+    failed: Mapped[int] = mapped_column(Integer)
+    p50_ms: Mapped[int | None] = mapped_column(Integer)  # None: none was sent
+    p95_ms: Mapped[int | None] = mapped_column(Integer)
+    counted_at: Mapped[datetime] = mapped_column(Timestamp)
+
+
 class StatusCount(Base):
     """Messages in one status, counted in full by a worker now and then.
 

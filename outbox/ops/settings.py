@@ -1,4 +1,5 @@
-"""The operating settings: the full counts the pages show, readiness, the metrics' token."""
+"""The operating settings: the full counts the pages show, the dashboard's live events,
+readiness, the metrics' token."""
 
 from outbox.core.config_schema import BOOL, NUMBER, TEXT, Group, Setting
 
@@ -13,6 +14,14 @@ GROUP = Group(
                 description="seconds between full counts of the messages per status, shown by the "
                 "pages past 1,000; each worker offers to count this often (give or take a "
                 "quarter) and the first whose turn comes does"),
+        Setting("LIVE_PUSH_INTERVAL", NUMBER, 5.0, unit="seconds",
+                description="how often the dashboard's live events (`/live/events`) look "
+                "for a change to push; the page polls every 5 seconds instead where "
+                "server-sent events do not get through"),
+        Setting("LIVE_STREAM_SECONDS", NUMBER, 30.0, unit="seconds",
+                description="how long one connection to `/live/events` lasts before the "
+                "server ends it and the browser connects again; keep it below the WSGI "
+                "server's request timeout (gunicorn's `timeout`), as it holds a sync worker"),
         Setting("READY_NEEDS_WORKER", BOOL, False,
                 description="`/readyz` answers `503` unless a worker beat within two "
                 "`POLL_INTERVAL`s"),

@@ -1,6 +1,8 @@
 """The dashboard: how the queue is doing, what failed, which workers are alive; kept live."""
 
 import hashlib
+import time
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -12,6 +14,7 @@ from flask import (
     redirect,
     render_template,
     request,
+    stream_with_context,
     url_for,
 )
 from flask.typing import ResponseReturnValue
@@ -19,9 +22,12 @@ from flask_login import current_user, login_required
 
 from outbox import queue
 from outbox.auth import audit
-from outbox.capabilities import throttle
+from outbox.capabilities import routes, throttle
 from outbox.capabilities.guardrails import board as guardrails
+from outbox.core import charts
+from outbox.core.charts import Window
 from outbox.models import WorkerBeat, utcnow
+from outbox.ops import charts as figures
 from outbox.ops import detail, heartbeats, pause, reports
 from outbox.web import confirm
 from outbox.web.forms import ActionForm, ResendAllForm
@@ -37,6 +43,11 @@ CHART_HEIGHT = 120  # pixels of the tallest bar in the hourly chart
 # static/live.js pauses it while the tab is hidden). It never stops by itself (no 286):
 # a dashboard left open is there to see new mail come and go.
 REFRESH_SECONDS = 5
+# Where server-sent events get through, the page takes its live part from /live/events
+# instead (static/live.js), pushed when it changes; each connection ends after
+# LIVE_STREAM_SECONDS and the page connects again. A connection lost otherwise is
+# tried again this long after (the events' retry field).
+RECONNECT_MS = 1000
 # What the pause and resume buttons ask first (outbox.web.confirm).
 PAUSE_DETAIL = ("Every worker stops claiming messages within one poll interval; those in hand "
                 "are sent. Messages are still queued and wait until sending resumes.")  # fmt: skip
@@ -59,8 +70,13 @@ def _warning_id(worker: WorkerBeat) -> str:
     return "fault-" + hashlib.sha256(said.encode()).hexdigest()[:16]
 
 
-def _live(now: datetime) -> dict[str, Any]:
+def _window() -> Window:
+    return charts.window(request.values.get("window"))
+
+
+def _live(now: datetime, window: Window | None = None) -> dict[str, Any]:
     """Everything the live part of the page shows."""
+    window = window or _window()
     hours = reports.hourly(now)
     peak = max((max(h.sent, h.failed) for h in hours), default=0) or 1
     workers = heartbeats.recent(now)
@@ -86,6 +102,15 @@ def _live(now: datetime) -> dict[str, Any]:
         paused=pause.current(),
         throttled=throttle.slowed(now),
         guardrails=guardrails.board(now),
+        window=window,
+        # The default window's URLs name none: / and /live/events, as before windows.
+        window_args={} if window == charts.DEFAULT_WINDOW else {"window": window.key},
+        windows=charts.WINDOWS.values(),
+        stream_charts=figures.per_stream(window, now),
+        failed=figures.failures(now),
+        in_hand=figures.in_hand(),
+        lanes=routes.table().lanes,
+        error_term=charts.error_term,
     )
 
 
@@ -106,6 +131,43 @@ def index() -> Response:
         confirm_needed=request.args.get("confirm") == "needed",
         **context,
     ))  # fmt: skip
+
+
+def event(name: str, html: str) -> str:
+    """One server-sent event: its name, and the html as data lines."""
+    data = "".join(f"data: {line}\n" for line in html.splitlines() or [""])
+    return f"event: {name}\n{data}\n"
+
+
+@bp.get("/live/events")
+def events() -> Response:
+    """The live part as server-sent events (htmx's sse extension): now, then whenever it
+    changes, looked at every LIVE_PUSH_INTERVAL; after LIVE_STREAM_SECONDS an "end" event
+    and the end of the answer, so that it holds a sync worker only that long, and the
+    page connects again (static/live.js)."""
+    every = float(current_app.config["LIVE_PUSH_INTERVAL"])
+    lifetime = float(current_app.config["LIVE_STREAM_SECONDS"])
+
+    def stream() -> Iterator[str]:
+        ends = time.monotonic() + lifetime
+        yield f"retry: {RECONNECT_MS}\n\n"
+        last = None
+        while True:
+            html = render_template("_live.html", **_live(utcnow()))  # ?window= as asked
+            figures.end_reads()  # the next look reads what was written since
+            # A comment when nothing changed: a client gone away is found at the write.
+            yield event("live", html) if html != last else ": unchanged\n\n"
+            last = html
+            left = ends - time.monotonic()
+            if left <= 0:
+                yield event("end", "end")  # the page closes this connection and opens another
+                return
+            time.sleep(min(every, left))
+
+    response = Response(stream_with_context(stream()), mimetype="text/event-stream")
+    response.headers["Cache-Control"] = "no-store"  # as every page: signed-in content
+    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
+    return response
 
 
 @bp.post("/failures/<int:message_pk>/resend")

@@ -67,7 +67,9 @@ def pages(page: Page) -> list[str]:
     first = page.locator("#rows a[href^='/messages/']").first.get_attribute("href")
     filtered = {"/messages?q=to:@example.com+since:7d", "/messages/jobs/1",
                 "/messages/jobs/new?move=cancel&q=to:@example.com"}  # fmt: skip
-    return sorted(paths | filtered | {first or "", "/messages?status=all", "/no-such-page"} - {""})
+    # The dashboard's longest chart window as well as its default one.
+    more = {first or "", "/messages?status=all", "/no-such-page", "/?window=7d"}
+    return sorted(paths | filtered | more - {""})
 
 
 @pytest.fixture

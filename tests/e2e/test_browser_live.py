@@ -134,7 +134,9 @@ def test_polling_stops_while_the_tab_is_hidden_and_catches_up_when_shown(
     browser, site, console, monkeypatch
 ):
     monkeypatch.setattr(dashboard, "REFRESH_SECONDS", 1)
-    with staff_tab(browser, site, console, 1280) as page, same_document(page):
+    # The polls of a browser without server-sent events (test_browser_dashboard_live.py
+    # holds the events to the same while hidden).
+    with staff_tab(browser, site, console, 1280, events=False) as page, same_document(page):
         polls: list[str] = []
         page.on("request", lambda r: polls.append(r.url) if r.headers.get("hx-request") else None)
         page.wait_for_timeout(2500)
@@ -163,7 +165,8 @@ def test_a_resend_updates_the_tiles_at_once(browser, site, console, monkeypatch,
     finally:
         site.smtp.recorder.rcpt_replies.pop(bounce, None)
     monkeypatch.setattr(dashboard, "REFRESH_SECONDS", 3600)  # no poll can be what updates it
-    with staff_tab(browser, site, console, width) as page, same_document(page):
+    # Nor a pushed event: this browser has no EventSource.
+    with staff_tab(browser, site, console, width, events=False) as page, same_document(page):
         row = page.locator(f"#failure-{pk}")
         failed = count(page, "failed")
         assert failed >= 1
@@ -205,7 +208,8 @@ def test_a_refresh_that_read_before_a_resend_cannot_undo_its_tiles(
         return context
 
     monkeypatch.setattr(dashboard, "REFRESH_SECONDS", 1)
-    with staff_tab(browser, site, console, 1280) as page, same_document(page):
+    # The polls' race (test_browser_dashboard_live.py has the events').
+    with staff_tab(browser, site, console, 1280, events=False) as page, same_document(page):
         monkeypatch.setattr(dashboard, "_live", slow_live)
         failed = count(page, "failed")
         with page.expect_request(lambda r: r.method == "GET" and bool(r.headers.get("hx-request"))):

@@ -577,6 +577,8 @@ def test_dashboard_polls_for_its_live_part_alone(signed_in, make_in):
     assert [t.text for t in part.find_all("h2")] == [
         "Guardrails: rates against thresholds",  # the failure's refusal is counted
         "Sent and failed per hour, last 24 hours (UTC)",
+        "Per stream, last 24 hours (UTC)",
+        "Failures, last 24 hours",
         "Latest failures",
         "Workers",
         "Sending",
