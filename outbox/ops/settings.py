@@ -1,7 +1,7 @@
 """The operating settings: the full counts the pages show, the dashboard's live events,
 readiness, the metrics' token."""
 
-from outbox.core.config_schema import BOOL, NUMBER, TEXT, Group, Setting
+from outbox.core.config_schema import BOOL, INT, NUMBER, TEXT, Group, Setting
 
 # fmt: off
 GROUP = Group(
@@ -22,6 +22,11 @@ GROUP = Group(
                 description="how long one connection to `/live/events` lasts before the "
                 "server ends it and the browser connects again; keep it below the WSGI "
                 "server's request timeout (gunicorn's `timeout`), as it holds a sync worker"),
+        Setting("LIVE_STREAMS", INT, 2, unit="connections",
+                description="how many `/live/events` connections one web process keeps open at "
+                "once, each holding one of its threads; a dashboard past them is told `503` and "
+                "polls every 5 seconds instead, so open dashboards never take every thread "
+                "from the API. 0 serves no events: every dashboard polls"),
         Setting("READY_NEEDS_WORKER", BOOL, False,
                 description="`/readyz` answers `503` unless a worker beat within two "
                 "`POLL_INTERVAL`s"),

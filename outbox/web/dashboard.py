@@ -1,8 +1,9 @@
 """The dashboard: how the queue is doing, what failed, which workers are alive; kept live."""
 
 import hashlib
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -139,32 +140,77 @@ def event(name: str, html: str) -> str:
     return f"event: {name}\n{data}\n"
 
 
+class Streams:
+    """The event connections this process holds open, at most LIVE_STREAMS at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open = 0
+
+    def take(self, most: int) -> Callable[[], None] | None:
+        """A place for one more connection, and what gives it back (once, however often
+        it is called); None when every place is taken."""
+        with self.lock:
+            if self.open >= most:
+                return None
+            self.open += 1
+        given: list[bool] = []
+
+        def give_back() -> None:
+            with self.lock:
+                if not given:
+                    given.append(True)
+                    self.open -= 1
+
+        return give_back
+
+
+def _streams() -> Streams:
+    """This app's event connections (one app a process in production; tests make many)."""
+    found = current_app.extensions.get("live_streams")
+    if found is None:
+        found = current_app.extensions.setdefault("live_streams", Streams())
+    return found  # type: ignore[no-any-return]
+
+
 @bp.get("/live/events")
 def events() -> Response:
     """The live part as server-sent events (htmx's sse extension): now, then whenever it
     changes, looked at every LIVE_PUSH_INTERVAL; after LIVE_STREAM_SECONDS an "end" event
     and the end of the answer, so that it holds a sync worker only that long, and the
-    page connects again (static/live.js)."""
+    page connects again (static/live.js). Past LIVE_STREAMS connections in this process,
+    503: that page polls instead, and the threads stay free for the API."""
     every = float(current_app.config["LIVE_PUSH_INTERVAL"])
     lifetime = float(current_app.config["LIVE_STREAM_SECONDS"])
+    give_back = _streams().take(int(current_app.config["LIVE_STREAMS"]))
+    if give_back is None:
+        busy = Response("live events are busy in this process: the page polls instead\n",
+                        status=503, mimetype="text/plain")  # fmt: skip
+        busy.headers["Retry-After"] = str(int(lifetime) or 1)
+        busy.headers["Cache-Control"] = "no-store"
+        return busy
 
     def stream() -> Iterator[str]:
-        ends = time.monotonic() + lifetime
-        yield f"retry: {RECONNECT_MS}\n\n"
-        last = None
-        while True:
-            html = render_template("_live.html", **_live(utcnow()))  # ?window= as asked
-            figures.end_reads()  # the next look reads what was written since
-            # A comment when nothing changed: a client gone away is found at the write.
-            yield event("live", html) if html != last else ": unchanged\n\n"
-            last = html
-            left = ends - time.monotonic()
-            if left <= 0:
-                yield event("end", "end")  # the page closes this connection and opens another
-                return
-            time.sleep(min(every, left))
+        try:
+            ends = time.monotonic() + lifetime
+            yield f"retry: {RECONNECT_MS}\n\n"
+            last = None
+            while True:
+                html = render_template("_live.html", **_live(utcnow()))  # ?window= as asked
+                figures.end_reads()  # the next look reads what was written since
+                # A comment when nothing changed: a client gone away is found at the write.
+                yield event("live", html) if html != last else ": unchanged\n\n"
+                last = html
+                left = ends - time.monotonic()
+                if left <= 0:
+                    yield event("end", "end")  # the page closes it and opens another
+                    return
+                time.sleep(min(every, left))
+        finally:  # ended, or closed by the server when the client went away
+            give_back()
 
     response = Response(stream_with_context(stream()), mimetype="text/event-stream")
+    response.call_on_close(give_back)  # also when the stream never started (HEAD)
     response.headers["Cache-Control"] = "no-store"  # as every page: signed-in content
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass each event on at once
     return response

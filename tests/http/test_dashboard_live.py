@@ -4,6 +4,7 @@ pushed as server-sent events (/live/events)."""
 import http.client
 import re
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -200,3 +201,55 @@ def test_a_change_is_pushed_in_the_next_event(app, signed_in, make_message):
         server.shutdown()
         serving.join()
         server.server_close()
+
+
+def test_past_live_streams_a_dashboard_is_told_503_and_a_place_comes_back_when_one_ends(
+    app, signed_in
+):
+    """Each connection holds a thread: past LIVE_STREAMS the page polls, the API keeps its
+    threads. A place comes back when a client goes away, and a HEAD holds none."""
+    app.config.update(LIVE_STREAMS=1, LIVE_STREAM_SECONDS=3600, LIVE_PUSH_INTERVAL=0.05)
+    session = signed_in.get_cookie("session")
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    serving = threading.Thread(target=server.serve_forever, name="events-server")
+    serving.start()
+
+    def ask() -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        conn.request("GET", "/live/events", headers={"Cookie": f"session={session.value}"})
+        return conn, conn.getresponse()
+
+    try:
+        held, first = ask()
+        assert first.status == 200 and next_event(first)[0] == "live"
+        other, busy = ask()
+        assert busy.status == 503
+        assert (busy.getheader("Retry-After"), busy.getheader("Cache-Control")) == (
+            "3600", "no-store")  # fmt: skip
+        assert "polls instead" in busy.read().decode()
+        other.close()
+        first.close()  # the socket closes with the last of its users
+        held.close()  # found gone at the server's next write, within LIVE_PUSH_INTERVAL
+        deadline = time.monotonic() + 20
+        while True:
+            conn, again = ask()
+            if again.status == 200 or time.monotonic() > deadline:
+                break
+            again.close()
+            conn.close()
+            time.sleep(0.05)
+        assert again.status == 200
+        again.close()
+        conn.close()
+    finally:
+        server.shutdown()
+        serving.join()
+        server.server_close()
+    app.config.update(LIVE_STREAM_SECONDS=0, LIVE_PUSH_INTERVAL=0)
+    deadline = time.monotonic() + 20  # the last connection's place, given back at its write
+    while signed_in.head("/live/events").status_code != 200 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert signed_in.head("/live/events").status_code == 200  # a HEAD gave its place back
+    assert signed_in.get("/live/events").status_code == 200
+    app.config.update(LIVE_STREAMS=0)
+    assert signed_in.get("/live/events").status_code == 503  # 0: every dashboard polls

@@ -137,7 +137,9 @@ def capture_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
 def live_site(tmp: Path, **settings: str) -> Iterator[Site]:
     """A site in tmp; settings (names without OUTBOX_) go to the web app and the worker alike."""
     url = f"sqlite:///{tmp / 'outbox.sqlite3'}"
-    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "browser-test",
+    # A thread per request here: the tabs of one module's tests may all hold live events
+    # (a closed tab's is given back only at its next push), so no page falls to polling.
+    app = create_app({"DATABASE_URL": url, "SECRET_KEY": "browser-test", "LIVE_STREAMS": 100,
                       "MAIL_DEFAULT_SENDER": SENDER, "POLL_INTERVAL": 1.0, **settings})  # fmt: skip
     app.instance_path = str(tmp)
     with app.app_context():
