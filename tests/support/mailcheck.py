@@ -177,9 +177,17 @@ def files(mail: EmailMessage) -> list[tuple[str | None, str, bytes, str | None]]
             found.append(inline)
     if mail.get_content_type() == "multipart/mixed":
         found += mail.iter_attachments()
-    return [(part.get_filename(), part.get_content_type(), part.get_payload(decode=True),
+    return [(filename(part), part.get_content_type(), part.get_payload(decode=True),
              str(part["Content-ID"])[1:-1] if part["Content-ID"] else None)
             for part in found]  # fmt: skip
+
+
+def filename(part: EmailMessage) -> str | None:
+    """A part's file name as written: the parsed parameter, not get_filename(), which takes
+    the quotes off a name that begins and ends with one (`""` reads back as empty)."""
+    disposition = part["Content-Disposition"]
+    found = disposition.params.get("filename") if disposition is not None else None
+    return found if found is not None else part.get_filename()
 
 
 # Mails for the property tests, as rows of the messages table.
