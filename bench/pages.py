@@ -160,6 +160,10 @@ def time_pages(app: Flask, user_id: str, spy: Statements, runs: int, warmup: int
         ("messages, page 2", older_link(client), GOAL_MS, {}),
         ("rows fragment (htmx)", "/messages", GOAL_MS, htmx),
         ("search, rare word", f"/messages?q={dataset.RARE_WORD}", None, {}),
+        # The filter language: terms an index serves, and terms read in a window of ids.
+        ("filter, failed from a domain", "/messages?q=status:failed+to:@example.de", GOAL_MS, {}),
+        ("filter, error text, 7 days", "/messages?q=error:550+since:7d", GOAL_MS, {}),
+        ("filter, sender, subject", "/messages?from=@example.com&subject=order", GOAL_MS, {}),
     ]
     return [time_page(client, spy, name, path, goal, headers, runs, warmup)
             for name, path, goal, headers in pages]  # fmt: skip
