@@ -5,16 +5,14 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 from flask import request
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from outbox.web import dashboard as dashboard_view
 from tests.support.browser import (
     LIVE,
-    STAFF,
     WIDTHS,
     Site,
     enqueue,
@@ -23,7 +21,6 @@ from tests.support.browser import (
     same_document,
     screenshot_fits,
     settled,
-    sign_in,
     staff_tab,
 )
 
@@ -48,21 +45,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         yield found
 
 
-@contextmanager
-def dashboard(browser: Browser, site: Site, console, width: int, scheme: str = "light"):  # type: ignore[no-untyped-def]
-    context = browser.new_context(base_url=site.url, viewport={"width": width, "height": 900},
-                                  color_scheme=scheme)  # fmt: skip
-    try:
-        page = context.new_page()
-        console.watch(page)
-        page.goto("/sign-in")
-        sign_in(page, *STAFF)
-        expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
-        yield page
-    finally:
-        context.close()
-
-
 def sent(page: Page, stream: str) -> int:
     totals = page.locator(f'.stream-chart[data-stream="{stream}"] .sent-total')
     return int(totals.inner_text().replace(",", ""))
@@ -80,7 +62,7 @@ def polls(page: Page) -> list[str]:
 def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload(
     browser, site, console, width
 ):
-    with dashboard(browser, site, console, width) as page:
+    with staff_tab(browser, site, console, width) as page:
         charts = page.locator(".stream-chart")
         expect(charts).to_have_count(2)
         expect(
@@ -136,7 +118,7 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
 
 
 def test_the_charts_in_dark_mode(browser, site, console):
-    with dashboard(browser, site, console, 1280, scheme="dark") as page:
+    with staff_tab(browser, site, console, 1280, scheme="dark") as page:
         expect(page.locator(STREAMED)).to_have_count(1)
         bar = page.locator("svg.throughput").first
         expect(bar).to_be_visible()
@@ -148,7 +130,7 @@ def test_the_charts_in_dark_mode(browser, site, console):
 def test_a_connection_the_server_ends_is_opened_again_without_an_error(browser, site, console):
     site.app.config.update(LIVE_STREAM_SECONDS=0.5)
     try:
-        with dashboard(browser, site, console, 1280) as page:
+        with staff_tab(browser, site, console, 1280) as page:
             page.evaluate("""() => {
                 let opened = 0;
                 document.addEventListener("htmx:sseOpen", () => {
@@ -177,7 +159,7 @@ def test_without_event_source_the_live_part_is_polled(browser, site, console):
 
 
 def test_a_hidden_tab_holds_no_connection_and_catches_up_when_shown(browser, site, console):
-    with dashboard(browser, site, console, 1280) as page, same_document(page):
+    with staff_tab(browser, site, console, 1280) as page, same_document(page):
         expect(page.locator(STREAMED)).to_have_count(1)
         before = sent(page, "transactional")
         page.evaluate(HIDE, True)
@@ -212,7 +194,7 @@ def test_a_push_that_read_before_a_resend_cannot_undo_its_tiles(
             time.sleep(2.5)
         return context
 
-    with dashboard(browser, site, console, 1280) as page, same_document(page):
+    with staff_tab(browser, site, console, 1280) as page, same_document(page):
         expect(page.locator(STREAMED)).to_have_count(1)
         failed = int(page.locator(".tile-failed .tile-count").inner_text().replace(",", ""))
         monkeypatch.setattr(dashboard_view, "_live", slow_live)

@@ -254,11 +254,14 @@ def staff_tab(
     zone: str = "UTC",
     javascript: bool = True,
     events: bool = True,
+    scheme: str = "light",
 ) -> Iterator[Page]:
-    """A signed-in tab of that width, in a context of its own whose clock runs in zone;
-    without events, a browser with no EventSource (the dashboard polls instead)."""
+    """A signed-in tab of that width, in a context of its own whose clock runs in zone, in
+    the color scheme given; without events, a browser with no EventSource (the dashboard
+    polls instead)."""
     context = browser.new_context(base_url=site.url, viewport={"width": width, "height": 900},
-                                  timezone_id=zone, java_script_enabled=javascript)  # fmt: skip
+                                  timezone_id=zone, java_script_enabled=javascript,
+                                  color_scheme=scheme)  # type: ignore[arg-type]  # fmt: skip
     if not events:
         context.add_init_script("delete window.EventSource")
     try:
