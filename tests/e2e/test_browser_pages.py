@@ -313,3 +313,22 @@ def test_the_html_body_shows_its_inline_image_and_nothing_remote(browser, site, 
         )
         expect(page.locator("dl.facts").first).to_contain_text("order 4711")
         screenshot_fits(page, "inline-message", width)
+
+
+def test_on_a_phone_six_cards_fit_a_screen_and_each_opens_its_message(
+    browser, site, console, shown
+):
+    with staff_tab(browser, site, console, 390) as page:
+        page.goto("/messages")
+        pick = page.locator(f'input[name=ids][value="{shown["html"]}"]')
+        card = page.locator("#rows tr", has=pick)  # one recipient, sent
+        card.scroll_into_view_if_needed()
+        box = card.bounding_box()
+        assert box is not None and box["height"] <= 900 / 6, box  # the tab is 900 px high
+        for hidden in ("td.id", "td.source", "td.num"):  # on the message's own page
+            expect(card.locator(hidden)).to_be_hidden()
+        expect(card.locator("td.to")).to_have_text("ann@example.com")
+        expect(card.locator(".status")).to_have_text("sent")
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] - 8)
+        expect(page).to_have_url(re.compile(rf"/messages/{shown['html']}\?back="))
+        expect(page.locator("main")).to_contain_text("api:")  # the source, there
