@@ -266,6 +266,7 @@ def staff_page(browser: Browser, site: Site, console: Console) -> Iterator[Page]
         page.goto("/")
         sign_in(page, *STAFF)
         expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
+        page.wait_for_load_state("load")  # styled before the test reads it (fits says why)
         yield page
 
 
@@ -294,6 +295,7 @@ def staff_tab(
         page.goto("/sign-in")
         sign_in(page, *STAFF)
         expect(page.get_by_role("heading", name="Dashboard")).to_be_visible()
+        page.wait_for_load_state("load")  # styled before the test reads it (fits says why)
         yield page
     finally:
         context.close()
@@ -306,7 +308,12 @@ def sign_in(page: Page, email: str, password: str) -> None:
 
 
 def go_to(page: Page, name: str) -> None:
-    """Follow a link of the navigation, opening the phone's menu first when it is closed."""
+    """Follow a link of the navigation, opening the phone's menu first when it is closed.
+
+    The menu's summary shows only on a phone once the stylesheet has come: read before the
+    load event (just after a click led here), it is visible at any width and the click then
+    waits for it in vain."""
+    page.wait_for_load_state("load")
     menu = page.locator("details.menu")
     if menu.locator("summary").is_visible() and not menu.evaluate("menu => menu.open"):
         menu.locator("summary").click()
