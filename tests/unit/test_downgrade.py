@@ -84,4 +84,6 @@ def test_any_subject_goes_in_short_ascii_lines_and_reads_back(subject):
     written = ascii_header(f"Subject: {subject}\r\n".encode())
     assert written.isascii()
     assert all(len(line) <= 78 for line in written.split(b"\r\n"))
-    assert read(written)["Subject"] == subject.strip(" ")
+    # Space around the text is not part of it: an ASCII field keeps its bytes (and a reader
+    # may keep a trailing space), encoded words leave it out.
+    assert read(written)["Subject"].strip(" ") == subject.strip(" ")
