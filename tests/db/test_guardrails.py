@@ -129,3 +129,21 @@ def test_two_workers_finding_the_same_rate_over_pause_and_tell_once(app):
     assert pauses.trip(rate, now) is True
     assert pauses.trip(rate, now) is False
     assert len(paused_events()) == 1
+
+
+@pytest.mark.all_databases
+def test_a_rate_read_before_a_resume_does_not_pause_the_domain_again_after_it(app):
+    app.config.update(GUARDRAIL_MIN_RECIPIENTS=10, WEBHOOK_ALLOW_PRIVATE=True)
+    endpoints.add("http://127.0.0.1:9/hook", "domain.paused")
+    now = utcnow()
+    hours.add({(hour_of(now), NEWS, "broadcast"): Counts(sent=100, bounced=50)})
+    db.session.commit()
+    (rate,) = tripped(pauses.rates(now)).values()
+    assert pauses.trip(rate, now) is True
+    # Another worker's check reads the rates while the domain is paused; an admin resumes
+    # before that check gets to pause it: the rate counted hours that no longer count.
+    (stale,) = tripped(pauses.rates(now)).values()
+    assert pauses.resume(NEWS, "admin@example.com", now) is not None
+    assert pauses.trip(stale, now) is False
+    assert pauses.held() == frozenset() and len(paused_events()) == 1
+    assert pauses.check(now) == []

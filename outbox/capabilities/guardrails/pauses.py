@@ -87,10 +87,17 @@ def listed() -> list[DomainPause]:
 
 def rates(now: datetime | None = None) -> list[Rate]:
     """Every rate of the counted hours, each over the outcomes that count toward a trip."""
-    now = now or utcnow()
+    return _rates(now or utcnow(), _floors())
+
+
+def _floors() -> dict[str, datetime]:
+    """Each resumed domain's counts_from: its hours before it count no more."""
+    return {p.domain: p.counts_from for p in listed() if p.counts_from is not None}
+
+
+def _rates(now: datetime, floors: dict[str, datetime]) -> list[Rate]:
     hours.flush()  # this process's own counts first
     counted = hours.since(first_hour(now))
-    floors = {p.domain: p.counts_from for p in listed() if p.counts_from is not None}
     return judged(windowed(counted, now, floors), Thresholds.from_config(current_app.config))
 
 
@@ -98,19 +105,26 @@ def check(now: datetime | None = None) -> list[Rate]:
     """Pause every domain with a rate over its threshold that is not paused yet; the rates
     of the pauses this call made."""
     now = now or utcnow()
-    return [rate for rate in tripped(rates(now)).values() if trip(rate, now)]
+    floors = _floors()
+    found = tripped(_rates(now, floors)).values()
+    return [rate for rate in found if trip(rate, now, floors.get(rate.domain))]
 
 
-def trip(rate: Rate, now: datetime) -> bool:
+def trip(rate: Rate, now: datetime, counted_from: datetime | None = None) -> bool:
     """Pause rate's domain with rate as the reason, and emit domain.paused; False if it was
-    paused already."""
+    paused already, or resumed since: counted_from is the domain's counts_from that rate was
+    read with, and a resume made meanwhile moved it (the rate counted outcomes that no longer
+    count, and pausing on it would undo the resume at once)."""
     noted = dict(paused_at=now, stream=rate.stream, kind=rate.kind, span=rate.window,
                  rate=rate.percent, threshold=rate.threshold, recipients=rate.recipients,
                  reason=rate.reason())  # fmt: skip
     c = DomainPause.__table__.c
+    same_floor = c.counts_from.is_(None) if counted_from is None else c.counts_from == counted_from
     try:
         moved = db.session.execute(
-            update(DomainPause).where(c.domain == rate.domain, c.paused_at.is_(None)).values(noted)
+            update(DomainPause)
+            .where(c.domain == rate.domain, c.paused_at.is_(None), same_floor)
+            .values(noted)
         ).rowcount  # type: ignore[attr-defined]
         if not moved:
             if db.session.get(DomainPause, rate.domain) is not None:
