@@ -30,6 +30,17 @@ def paused_events() -> list[dict[str, object]]:
     return [json.loads(payload)["data"] for payload in db.session.scalars(stmt)]
 
 
+def news_half_bounced(app, now):  # type: ignore[no-untyped-def]
+    """NEWS's broadcast mail over its bounce threshold, with a hook for domain.paused: the
+    rate a worker's check finds."""
+    app.config.update(GUARDRAIL_MIN_RECIPIENTS=10, WEBHOOK_ALLOW_PRIVATE=True)
+    endpoints.add("http://127.0.0.1:9/hook", "domain.paused")
+    hours.add({(hour_of(now), NEWS, "broadcast"): Counts(sent=100, bounced=50)})
+    db.session.commit()
+    (rate,) = tripped(pauses.rates(now)).values()
+    return rate
+
+
 def rates_of(domain: str, stream: str, window: str = "24h") -> dict[str, tuple[int, int]]:
     return {r.kind: (r.count, r.recipients) for r in pauses.rates()
             if (r.domain, r.stream, r.window) == (domain, stream, window)}  # fmt: skip
@@ -120,12 +131,8 @@ def test_a_trip_holds_that_domains_broadcast_mail_only_until_an_admin_resumes_it
 
 @pytest.mark.all_databases
 def test_two_workers_finding_the_same_rate_over_pause_and_tell_once(app):
-    app.config.update(GUARDRAIL_MIN_RECIPIENTS=10, WEBHOOK_ALLOW_PRIVATE=True)
-    endpoints.add("http://127.0.0.1:9/hook", "domain.paused")
     now = utcnow()
-    hours.add({(hour_of(now), NEWS, "broadcast"): Counts(sent=100, bounced=50)})
-    db.session.commit()
-    (rate,) = tripped(pauses.rates(now)).values()
+    rate = news_half_bounced(app, now)
     assert pauses.trip(rate, now) is True
     assert pauses.trip(rate, now) is False
     assert len(paused_events()) == 1
@@ -133,12 +140,8 @@ def test_two_workers_finding_the_same_rate_over_pause_and_tell_once(app):
 
 @pytest.mark.all_databases
 def test_a_rate_read_before_a_resume_does_not_pause_the_domain_again_after_it(app):
-    app.config.update(GUARDRAIL_MIN_RECIPIENTS=10, WEBHOOK_ALLOW_PRIVATE=True)
-    endpoints.add("http://127.0.0.1:9/hook", "domain.paused")
     now = utcnow()
-    hours.add({(hour_of(now), NEWS, "broadcast"): Counts(sent=100, bounced=50)})
-    db.session.commit()
-    (rate,) = tripped(pauses.rates(now)).values()
+    rate = news_half_bounced(app, now)
     assert pauses.trip(rate, now) is True
     # Another worker's check reads the rates while the domain is paused; an admin resumes
     # before that check gets to pause it: the rate counted hours that no longer count.
