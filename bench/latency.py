@@ -6,6 +6,7 @@ drains, or over a slow link; run by hand.
     .venv/bin/python bench/latency.py --url sqlite:////tmp/outbox_bench_latency.sqlite3
     .venv/bin/python bench/latency.py --wake-ups off --poll 5 --samples 20
     .venv/bin/python bench/latency.py --samples 0 --cost-workers 8 --cost-seconds 60
+    .venv/bin/python bench/latency.py --samples 0 --cost-workers 8 --cost-hosts 3  # as root
     .venv/bin/python bench/latency.py --case mailing --recipients 20000
     .venv/bin/python bench/latency.py --case slowlink --samples 100
 
@@ -23,7 +24,11 @@ this process (aiosmtpd) that notes when each Message-ID's DATA arrives:
 3. the database's cost of idle workers (`--cost-workers`, `--cost-seconds`): the
    server's CPU (MariaDB: the mysqld process named by @@pid_file; PostgreSQL: the
    postmaster of `data_directory` and its children) over the window, with wake-ups
-   on and then off. Not for SQLite (no server).
+   on and then off. Not for SQLite (no server). With `--cost-hosts N` the workers are
+   spread over N network namespaces (tests.support.hosts: a bridge, a veth pair each)
+   and reach the database through a relay on the bridge, as workers on other machines
+   would: each probe then crosses a network stack, and the relay's CPU is this
+   process's, counted in neither figure.
 
 `--case mailing` replaces 2. with: --recipients broadcast messages (a mailing's rows, stored
 through the queue's insert path as bench/drain.py fills it, not one by one) drain with
@@ -59,12 +64,14 @@ from aiosmtpd.controller import Controller
 from flask_migrate import upgrade
 from smtpsink import free_port
 
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # for tests.support.hosts
 from outbox import queue
 from outbox.core.addresses import Mailbox
 from outbox.core.drafts import Draft
 from outbox.models import WorkerBeat
 from outbox.models.db import db
 from outbox.queue import wakeups
+from tests.support import hosts  # noqa: E402
 
 DEFAULT_URL = "mysql+pymysql://root@127.0.0.1:3306/outbox_bench_latency?charset=utf8mb4"
 GOALS = {"p50": 0.050, "p99": 0.250}  # seconds
@@ -122,6 +129,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--floor", type=int, default=50, help="bare smtplib mails")
     parser.add_argument("--cost-workers", type=int, default=0, help="idle workers to weigh")
     parser.add_argument("--cost-seconds", type=float, default=60.0)
+    parser.add_argument(
+        "--cost-hosts", type=int, default=0, help="spread the idle workers over network hosts"
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument(
         "--case",
@@ -169,10 +179,22 @@ def floor(arrivals: Arrivals, port: int, count: int) -> list[float]:
     return waits
 
 
-def start_workers(count: int, env: dict[str, str], folder: Path) -> list[subprocess.Popen]:  # type: ignore[type-arg]
+def start_workers(
+    count: int, env: dict[str, str], folder: Path, net: hosts.Network | None = None
+) -> list[subprocess.Popen]:  # type: ignore[type-arg]
+    """count `outbox worker` processes; with net, dealt round the network's hosts."""
     log = (folder / "workers.log").open("a")
     command = [sys.executable, "-m", "outbox", "worker"]
-    return [subprocess.Popen(command, env=env, stderr=log, stdout=log) for _ in range(count)]
+    names = list(net.hosts) if net else []
+    return [
+        subprocess.Popen(
+            net.command(names[n % len(names)], *command) if net else command,
+            env=env,
+            stderr=log,
+            stdout=log,
+        )
+        for n in range(count)
+    ]
 
 
 def stop_workers(workers: list[subprocess.Popen]) -> None:  # type: ignore[type-arg]
@@ -245,11 +267,40 @@ def probe_cost(app, count: int = 5000) -> float:  # type: ignore[no-untyped-def]
     return used / count
 
 
-def idle_cost(app, env: dict[str, str], folder: Path, count: int, seconds: float) -> None:  # type: ignore[no-untyped-def]
+def idle_cost(  # type: ignore[no-untyped-def]
+    app, env: dict[str, str], folder: Path, count: int, seconds: float, spread: int = 0
+) -> None:
     """The server's CPU over seconds while count idle workers wait, wake-ups on and off;
-    on a server others use too, the difference is noise: the probes' own cost after it."""
+    on a server others use too, the difference is noise: the probes' own cost after it.
+    spread: over that many network hosts, through a relay to the database."""
+    if not spread:
+        idle_workers(app, env, folder, count, seconds)
+        return
+    reason = hosts.refused()
+    if reason is not None:
+        sys.exit(f"--cost-hosts: {reason}")
+    url = sa.make_url(env["OUTBOX_DATABASE_URL"])
+    default_port = 5432 if url.get_backend_name() == "postgresql" else 3306
+    database = (url.host or "127.0.0.1", url.port or default_port)
+    with hosts.network(spread) as net, hosts.Relay(net.gateway, database) as relay:
+        seen = url.set(host=net.gateway, port=relay.port).render_as_string(hide_password=False)
+        idle_workers(app, {**env, "OUTBOX_DATABASE_URL": seen}, folder, count, seconds, net)
+        print(f"  over {spread} hosts: database connections by host address "
+              f"{dict(sorted(relay.peers.items()))}")  # fmt: skip
+
+
+def idle_workers(  # type: ignore[no-untyped-def]
+    app,
+    env: dict[str, str],
+    folder: Path,
+    count: int,
+    seconds: float,
+    net: hosts.Network | None = None,
+) -> None:
+    """The server's CPU while count workers (on net's hosts) idle, wake-ups on then off."""
+    where = f" on {len(net.hosts)} hosts" if net else ""
     for wake_ups in ("on", "off"):
-        workers = start_workers(count, {**env, "OUTBOX_WAKE_UPS": wake_ups}, folder)
+        workers = start_workers(count, {**env, "OUTBOX_WAKE_UPS": wake_ups}, folder, net)
         try:
             wait_beating(app, count)
             time.sleep(2.0)  # past the first passes
@@ -266,7 +317,7 @@ def idle_cost(app, env: dict[str, str], folder: Path, count: int, seconds: float
             db.session.execute(sa.delete(WorkerBeat))
             db.session.commit()
             db.session.remove()
-        print(f"idle cost, {count} workers, wake-ups {wake_ups}: server CPU {used:.2f} s "
+        print(f"idle cost, {count} workers{where}, wake-ups {wake_ups}: server CPU {used:.2f} s "
               f"in {elapsed:.0f} s = {100 * used / elapsed:.2f}% of a core; the workers' own "
               f"{100 * theirs / elapsed:.2f}%")  # fmt: skip
     if sa.make_url(env["OUTBOX_DATABASE_URL"]).get_backend_name() != "postgresql":  # it listens
@@ -301,6 +352,7 @@ def main() -> int:
     server = Controller(arrivals, hostname="127.0.0.1", port=sink_port)
     server.start()
     folder = Path(tempfile.mkdtemp(prefix="outbox-latency-"))
+    app.instance_path = str(folder)  # the workers' too: this process rings their doorbells
     env = {k: v for k, v in os.environ.items() if not k.startswith("OUTBOX_")}
     env.update(
         OUTBOX_DATABASE_URL=args.url, OUTBOX_INSTANCE_PATH=str(folder),
@@ -326,7 +378,8 @@ def main() -> int:
             if url.get_backend_name() == "sqlite":
                 print("idle cost: SQLite has no server to weigh")
             else:
-                idle_cost(app, env, folder, args.cost_workers, args.cost_seconds)
+                idle_cost(app, env, folder, args.cost_workers, args.cost_seconds,
+                          args.cost_hosts)  # fmt: skip
     finally:
         server.stop()
         if line is not None:

@@ -1,11 +1,9 @@
 """Workers on several network hosts (network namespaces) share one database and one SMTP server.
 
-Each host is a network namespace joined to a bridge in the root namespace by a veth
-pair, with an address of its own in a private subnet. The shared MariaDB listens on
-127.0.0.1 only, so a relay on the bridge address forwards to it; the SMTP server
-listens on the bridge address. Every namespace has the machine's hostname, so the
-workers' ids differ only by pid and random part; the relay and the SMTP server see
-each namespace's own address, which tells which host did what.
+Each host is a network namespace behind a bridge (tests.support.hosts). The shared
+MariaDB listens on 127.0.0.1 only, so a relay on the bridge address forwards to it; the
+SMTP server listens on the bridge address. The relay and the SMTP server see each
+namespace's own address, which tells which host did what.
 
 Short run: 600 messages, 3 hosts with one worker each. OUTBOX_SOAK=1: 20,000
 messages, 3 hosts with two workers each. And immediate pickup across hosts: idle
@@ -14,12 +12,10 @@ workers with a tick far off send each message stored on this host, once.
 
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import types
 from collections import Counter
@@ -35,7 +31,9 @@ from outbox.core.recipients import decode
 from outbox.core.status import Status
 from outbox.models import Attempt, Message, WorkerBeat, utcnow
 from outbox.models.db import db
+from tests.support import hosts
 from tests.support.app import draft
+from tests.support.hosts import Network, Relay
 from tests.support.processes import START_TIMEOUT, end, start
 from tests.support.rows import statuses
 from tests.support.smtpd import Recorder, RecordingController
@@ -43,16 +41,11 @@ from tests.support.workers import wait_until, worker_env
 
 SOAK = os.environ.get("OUTBOX_SOAK") == "1"
 MESSAGES, HOSTS, WORKERS_PER_HOST, WAVES = (20_000, 3, 2, 40) if SOAK else (600, 3, 1, 6)
-SUBNET = "10.231"  # 10.231.N.0/24, N chosen free per run; the bridge is .1, host i is .10+i
 
 pytestmark = [
     pytest.mark.soak,
     pytest.mark.parametrize("db_kind", [pytest.param("mariadb", marks=pytest.mark.mariadb)]),
 ]
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
 
 
 def _unavailable(reason: str) -> None:
@@ -62,134 +55,14 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def _free_octet() -> int:
-    """A third octet whose 10.231.N.0/24 no interface on this machine uses."""
-    used = _ip("-o", "-4", "addr", "show").stdout
-    for step in range(250):
-        octet = (os.getpid() + step) % 250 + 1
-        if f" {SUBNET}.{octet}." not in used:
-            return octet
-    raise AssertionError(f"no free /24 in {SUBNET}.0.0/16")
-
-
-@dataclass
-class Network:
-    """A bridge in the root namespace and one namespace per host behind it."""
-
-    tag: str
-    octet: int
-    hosts: dict[str, str] = field(default_factory=dict)  # namespace name -> its address
-    links: list[str] = field(default_factory=list)  # root-side interfaces to delete
-
-    @property
-    def gateway(self) -> str:
-        return f"{SUBNET}.{self.octet}.1"
-
-    def build(self, count: int) -> None:
-        bridge = f"{self.tag}br"
-        self.links.append(bridge)
-        _ip("link", "add", bridge, "type", "bridge")
-        _ip("addr", "add", f"{self.gateway}/24", "dev", bridge)
-        _ip("link", "set", bridge, "up")
-        for i in range(count):
-            name, outer, inner = f"{self.tag}-h{i}", f"{self.tag}v{i}", f"{self.tag}p{i}"
-            address = f"{SUBNET}.{self.octet}.{10 + i}"
-            _ip("netns", "add", name)
-            self.hosts[name] = address
-            _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-            self.links.append(outer)
-            _ip("link", "set", inner, "netns", name)
-            _ip("link", "set", outer, "master", bridge)
-            _ip("link", "set", outer, "up")
-            _ip("-n", name, "addr", "add", f"{address}/24", "dev", inner)
-            _ip("-n", name, "link", "set", inner, "up")
-            _ip("-n", name, "link", "set", "lo", "up")
-
-    def tear_down(self) -> None:
-        for name in self.hosts:
-            _ip("netns", "delete", name, check=False)
-        for link in reversed(self.links):
-            _ip("link", "delete", link, check=False)
-
-
 @pytest.fixture
 def network() -> Iterator[Network]:
     """HOSTS namespaces on a bridge; skipped (failed under CI) where namespaces are refused."""
-    if shutil.which("ip") is None:
-        _unavailable("the ip command (iproute2) is not installed")
-    tag = f"obx{os.getpid() % 100000}"  # interface names stay within 15 characters
-    probe = _ip("netns", "add", f"{tag}-probe", check=False)
-    if probe.returncode != 0:
-        _unavailable(f"ip netns add is not permitted here: {probe.stderr.strip()}")
-    _ip("netns", "delete", f"{tag}-probe", check=False)
-    net = Network(tag, _free_octet())
-    try:
-        net.build(HOSTS)
+    reason = hosts.refused()
+    if reason is not None:
+        _unavailable(reason)
+    with hosts.network(HOSTS) as net:
         yield net
-    finally:
-        net.tear_down()
-
-
-class Relay:
-    """A TCP forwarder: every connection to (host, port) is relayed to target.
-
-    It counts connections by source address, so the test can tell which host spoke.
-    """
-
-    def __init__(self, host: str, target: tuple[str, int]) -> None:
-        self.target = target
-        self.listener = socket.create_server((host, 0))
-        self.listener.settimeout(0.1)
-        self.port: int = self.listener.getsockname()[1]
-        self.peers: Counter[str] = Counter()
-        self.sockets: list[socket.socket] = []
-        self.pumps: list[threading.Thread] = []
-        self.done = threading.Event()
-        self.acceptor = threading.Thread(target=self._accept)
-
-    def __enter__(self) -> "Relay":
-        self.acceptor.start()
-        return self
-
-    def _accept(self) -> None:
-        while not self.done.is_set():
-            try:
-                conn, peer = self.listener.accept()
-            except TimeoutError:
-                continue
-            conn.setblocking(True)
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                conn.close()
-                continue
-            upstream.settimeout(None)
-            self.peers[peer[0]] += 1
-            self.sockets += [conn, upstream]
-            for pair in ((conn, upstream), (upstream, conn)):
-                pump = threading.Thread(target=self._pump, args=pair)
-                self.pumps.append(pump)
-                pump.start()
-
-    @staticmethod
-    def _pump(source: socket.socket, sink: socket.socket) -> None:
-        with contextlib.suppress(OSError):
-            while data := source.recv(1 << 16):
-                sink.sendall(data)
-        with contextlib.suppress(OSError):
-            sink.shutdown(socket.SHUT_WR)
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.acceptor.join()
-        self.listener.close()
-        for sock in self.sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        for pump in self.pumps:
-            pump.join()
-        for sock in self.sockets:
-            sock.close()
 
 
 @dataclass
@@ -339,6 +212,9 @@ def test_idle_workers_on_other_hosts_pick_up_a_message_at_once_and_once(
         smtp = types.SimpleNamespace(port=smtp_port)
         # A tick far past any wait here: a mail that comes came because a worker was woken.
         env = worker_env(app, smtp, tmp_path, POLL_INTERVAL=900)
+        # The hosts share this machine's files, so their doorbells would be in reach of
+        # this process's rings: moved apart, as other machines are, the probe wakes them.
+        app.instance_path = str(tmp_path / "this-host")
         env.update(
             OUTBOX_DATABASE_URL=url.render_as_string(hide_password=False),
             OUTBOX_MAIL_SERVER=network.gateway,
