@@ -33,6 +33,7 @@ from outbox.extensions import Migrations, mail
 from outbox.models import drivers
 from outbox.models.db import AUTOCOMMIT, db
 from outbox.ops import metrics, probes
+from outbox.queue import doorbell
 from outbox.worker import batch
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,8 @@ def _queue_hooks(app: Flask) -> None:
     queue.on_recorded(app, bounces.apply_waiting)
     # Failed or cancelled messages queued again: their marks brought up to date with the list.
     queue.on_requeue(app, suppression_screen.restate)
+    # Due messages committed ring this host's workers' doorbells (no NOTIFY but PostgreSQL's).
+    doorbell.listen()
     queue.on_kind(app, MessageKind.PLAIN, build=batch.plain_mail, send_again=queue.copy_plain)
     queue.on_kind(app, MessageKind.MAILING, build=mailing_render.prepare,
                   send_again=mailing_render.send_again)  # fmt: skip

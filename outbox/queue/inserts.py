@@ -1,7 +1,8 @@
 """Every INSERT of a message row: one in the session's transaction, one that commits itself
 straight through the driver (the API's hot path, queue.direct), or many at once.
 
-Inserts of rows due now also wake the workers (queue.wakeups) on PostgreSQL.
+Inserts of rows due now also wake the workers (queue.wakeups): NOTIFY on PostgreSQL, this
+host's doorbells elsewhere (queue.doorbell).
 The callers build the rows (store.message_row, a mailing's recipients, a submitted mail)
 and screen them first (queue.hooks); these only insert them, in the caller's transaction
 but for insert_alone, and leave the commit to it.
@@ -13,7 +14,7 @@ from typing import Any
 from sqlalchemy import insert, select
 
 from outbox.models.db import AUTOCOMMIT, db
-from outbox.queue import direct, wakeups
+from outbox.queue import direct, doorbell, wakeups
 from outbox.queue.moves import MESSAGES
 
 # Core INSERTs: not the ORM's unit of work (a third less CPU per message), nor
@@ -34,7 +35,10 @@ def insert_alone(row: dict[str, Any]) -> int:
     its new id. Only where an autocommit engine is bound (AUTOCOMMIT in db.engines)."""
     engine = db.engines[AUTOCOMMIT]
     wake = wakeups.CHANNEL if wakeups.announcing(engine) and wakeups.any_due([row]) else None
-    return direct.insert_row(engine, MESSAGES, row, notify=wake)
+    pk = direct.insert_row(engine, MESSAGES, row, notify=wake)
+    if wakeups.ringing(engine) and wakeups.any_due([row]):
+        doorbell.ring()
+    return pk
 
 
 def insert_rows(rows: Sequence[dict[str, Any]]) -> None:

@@ -7,8 +7,10 @@ delivers when (and only if) it commits; each worker keeps a connection that LIST
 (Listener). MariaDB/MySQL and SQLite have no such thing: an idle worker asks for the
 newest message id and the count of staff moves in the one-row wakes table (Probe: one
 step down the primary key and one row read by its key) every WAKE_INTERVAL and drains
-when either grew. Either way a wake-up only starts a pass sooner: the claims decide who
-sends what, and the worker's tick still sweeps up anything a wake-up missed.
+when either grew; the same commits also ring the doorbells of this host's workers
+(queue.doorbell), which wake them without waiting for their next probe. Either way a
+wake-up only starts a pass sooner: the claims decide who sends what, and the worker's
+tick still sweeps up anything a wake-up missed.
 """
 
 import contextlib
@@ -25,6 +27,7 @@ from sqlalchemy.exc import DBAPIError
 from outbox.core.status import CLAIMABLE
 from outbox.models import Wake, utcnow
 from outbox.models.db import db
+from outbox.queue import doorbell
 from outbox.queue.moves import MESSAGES, changed
 
 log = logging.getLogger("outbox.worker")
@@ -41,6 +44,11 @@ def announcing(engine: Engine) -> bool:
     return engine.dialect.name == "postgresql" and bool(current_app.config["WAKE_UPS"])
 
 
+def ringing(engine: Engine) -> bool:
+    """Whether commits on engine's database ring this host's doorbells (no NOTIFY there)."""
+    return engine.dialect.name != "postgresql" and bool(current_app.config["WAKE_UPS"])
+
+
 def any_due(rows: Iterable[Mapping[str, Any]]) -> bool:
     """Whether a worker could claim any of these new rows now."""
     now = utcnow()
@@ -51,12 +59,15 @@ def any_due(rows: Iterable[Mapping[str, Any]]) -> bool:
 
 
 def announce(rows: Iterable[Mapping[str, Any]]) -> None:
-    """NOTIFY in the session's transaction, if any of the rows is due now (PostgreSQL).
+    """If any of the rows is due now: NOTIFY in the session's transaction (PostgreSQL), or
+    the doorbells rung once it commits (elsewhere).
 
     One per transaction is enough, and the server folds repeats of it: called per INSERT.
     """
     if announcing(db.engine) and any_due(rows):
         db.session.connection().execute(NOTIFY)
+    elif ringing(db.engine) and any_due(rows):
+        doorbell.due_on_commit()
 
 
 WAKES = cast(Table, Wake.__table__)
@@ -68,8 +79,9 @@ def wake() -> None:
     """Tell idle workers, in the session's transaction, that a staff move made messages due.
 
     PostgreSQL: NOTIFY. Elsewhere: the count in wakes goes up by one, which the probe
-    sees. Called last before the commit: the row's lock is then held only for the commit,
-    and always after the messages' (no deadlock between two moves).
+    sees, and this host's doorbells ring once the transaction commits. Called last before
+    the commit: the row's lock is then held only for the commit, and always after the
+    messages' (no deadlock between two moves).
     """
     if not current_app.config["WAKE_UPS"]:
         return
@@ -79,6 +91,7 @@ def wake() -> None:
     bump = update(WAKES).where(WAKES.c.id == WAKE_ROW).values(moves=WAKES.c.moves + 1)
     if not changed(bump):
         db.session.execute(insert(WAKES).values(id=WAKE_ROW, moves=1))
+    doorbell.due_on_commit()
 
 
 class Mark(NamedTuple):

@@ -3,7 +3,8 @@
 The scheduler's tick (POLL_INTERVAL) stays the sweep; this only starts passes sooner.
 A wake-up that comes while a pass runs is kept (woken stays set) and starts one more
 pass after it: the pass in hand may have looked for due messages just before the new
-one was committed.
+one was committed. Where the worker probes (no NOTIFY), a ring of its doorbell
+(queue.doorbell) wakes it too, without waiting for the next probe.
 """
 
 import threading
@@ -12,7 +13,7 @@ from collections.abc import Callable
 from flask import Flask
 
 from outbox.models.db import db
-from outbox.queue import wakeups
+from outbox.queue import doorbell, wakeups
 
 
 class Pickup:
@@ -26,6 +27,7 @@ class Pickup:
         self.interval = float(app.config["WAKE_INTERVAL"])
         self.listener: wakeups.Listener | None = None
         self.probe: wakeups.Probe | None = None
+        self.bell: doorbell.Bell | None = None
         self.threads: list[threading.Thread] = []
         with app.app_context():
             if db.engine.dialect.name == "postgresql":
@@ -37,12 +39,16 @@ class Pickup:
         """How this worker is woken, for its first log line."""
         if self.listener is not None:
             return f", woken by NOTIFY on {wakeups.CHANNEL}"
-        return f", probing for new messages every {self.interval:g}s"
+        return f", probing for new messages every {self.interval:g}s and woken by its doorbell"
 
     def start(self) -> None:
         """Start waiting (after the process has blocked its stop signals: catch_stops)."""
         if self.listener is not None:
             self.threads.append(threading.Thread(target=self.listener.run, name="listen"))
+        if self.probe is not None:
+            self.bell = doorbell.Bell(self.app, self.woken)
+            bell = threading.Thread(target=self.bell.run, args=(self.stop,), name="doorbell")
+            self.threads.append(bell)
         self.threads.append(threading.Thread(target=self._wait, name="pickup"))
         for thread in self.threads:
             thread.daemon = True
@@ -60,7 +66,14 @@ class Pickup:
                 if newest is None or (seen is not None and not newest.grew(seen)):
                     continue  # nothing new, or the database away: the tick retries
                 seen = newest
+            elif probe is not None:  # rung: what the pass will see is seen, or the probe
+                seen = probe.newest() or seen  # would start a second pass for it
             self.woken.clear()
             self.run_pass()
         if probe is not None:
             probe.close()
+
+    def close(self) -> None:
+        """Take the doorbell away (at a stop): a ring then goes to the other workers."""
+        if self.bell is not None:
+            self.bell.close()

@@ -153,6 +153,7 @@ def run(app: Flask) -> None:
     signum = signal.sigwait(STOPS)
     worker.log.info("%s: %s received, stopping", worker.worker_id, signal.Signals(signum).name)
     worker.stop.set()
+    pickup.close()
     scheduler.shutdown(wait=False)
     with busy:  # let the message in hand finish and the rest be handed back
         pass

@@ -1,6 +1,12 @@
 """Immediate pickup: an idle `outbox worker` sends a message stored due now, or made due by
 staff, at once, not at its next tick; with wake-ups lost or turned off, the tick still sends
-every message."""
+every message.
+
+The tests' app and the workers they start share an instance folder (tmp_path), as the
+processes of one host do: on MariaDB and SQLite the tests' commits ring the workers'
+doorbells (queue.doorbell), unless a test moves the app's folder away to stand for
+another host, whose workers only the probe wakes.
+"""
 
 import subprocess
 from collections import Counter
@@ -13,6 +19,7 @@ from outbox import queue
 from outbox.core.status import Status
 from outbox.models import WorkerBeat, utcnow
 from outbox.models.db import db
+from outbox.queue import doorbell
 from tests.support import processes
 from tests.support.app import draft
 from tests.support.rows import store as write_row
@@ -22,6 +29,7 @@ from tests.support.workers import OUTBOX, wait_until, worker_env
 # before the worker's second tick came because it was woken.
 LONG_POLL = 900
 ARRIVAL = 120.0  # seconds: a guard against a hang, not a measure of speed
+WITHOUT_NOTIFY = [pytest.param("mariadb", marks=pytest.mark.mariadb), "sqlite"]
 
 
 def store(n: int) -> str:
@@ -113,6 +121,50 @@ def test_messages_staff_make_due_are_sent_at_once_by_an_idle_worker(smtp_app, sm
         wanted.append(failed_mid)
         wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
         assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+    received = Counter(smtp.recorder.message_ids())
+    assert sorted(received) == sorted(wanted) and max(received.values()) == 1
+
+
+@pytest.mark.parametrize("db_kind", WITHOUT_NOTIFY)
+def test_an_idle_worker_rung_by_its_doorbell_sends_at_once_without_probing(
+    smtp_app, smtp, tmp_path
+):
+    deferred, deferred_mid = waiting_in(Status.DEFERRED, 1)
+    # Neither the tick nor the probe comes within the test: what is sent, a ring sent.
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=LONG_POLL, WAKE_INTERVAL=LONG_POLL)
+    bells = doorbell.folder(smtp_app)
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE) as worker:
+        wait_until(lambda: beating() == 1 and bells.is_dir() and any(bells.iterdir()),
+                   timeout=processes.START_TIMEOUT)  # fmt: skip
+        wanted = [store(0)]
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        for n in range(1, 3):
+            wanted.append(store(n))
+            wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        wanted += store_batch(10, 5)
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        queue.send_now(deferred)  # a staff move rings too
+        wanted.append(deferred_mid)
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+        assert processes.end(worker) == 0
+    received = Counter(smtp.recorder.message_ids())
+    assert sorted(received) == sorted(wanted) and max(received.values()) == 1
+    assert list(bells.iterdir()) == []  # the worker took its doorbell away as it stopped
+
+
+@pytest.mark.parametrize("db_kind", WITHOUT_NOTIFY)
+def test_a_worker_no_ring_reaches_is_woken_by_its_probe(smtp_app, smtp, tmp_path):
+    smtp_app.instance_path = str(tmp_path / "another-host")  # the rings go there
+    env = worker_env(smtp_app, smtp, tmp_path, POLL_INTERVAL=LONG_POLL)
+    with processes.group([*OUTBOX, "worker"], env=env, stderr=subprocess.PIPE) as worker:
+        wait_until(lambda: beating() == 1, timeout=processes.START_TIMEOUT)
+        wanted = [store(0)]
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        wanted += [store(1), *store_batch(10, 3)]
+        wait_until(lambda: arrived(smtp, wanted), timeout=ARRIVAL)
+        assert worker.poll() is None, worker.stderr.read() if worker.stderr else ""
+    assert not doorbell.folder(smtp_app).exists()  # no worker there: no one was rung
     received = Counter(smtp.recorder.message_ids())
     assert sorted(received) == sorted(wanted) and max(received.values()) == 1
 
