@@ -10,7 +10,7 @@ from outbox.capabilities.guardrails.rates import Counts, hour_of
 from outbox.models import AuditEvent, utcnow
 from outbox.models.db import db
 from tests.support.metrics import samples, value
-from tests.support.pages import as_role, csrf, htmx, parse
+from tests.support.pages import as_role, csrf, htmx, notice_of, parse
 
 NEWS = "news.example"
 
@@ -74,11 +74,18 @@ def test_only_an_admin_may_resume_with_a_csrf_token_and_it_answers_in_place(app,
     assert answer.headers["Cache-Control"] == "no-store"
     part = parse(answer)
     assert part.find("section", id="guardrails") and part.find_all("h1") == []
-    assert part.find("p", class_="notice").text == f"Resumed broadcast mail from {NEWS}."
+    # What happened is said in the page's notice, outside the live part a push replaces.
+    assert notice_of(answer) == {"text": f"Resumed broadcast mail from {NEWS}.", "refused": False}
+    assert part.find_all("p", class_="notice") == []
     assert part.find_all("div", class_="domain-paused") == []
     assert pauses.held() == frozenset()
-    again = parse(admin.post(path, headers=htmx(admin)))  # a refusal, in place too
-    assert again.find("p", class_="error").text == f"{NEWS} is not paused: nothing to resume."
+    again = admin.post(path, headers=htmx(admin))  # a refusal, with the part as it is
+    assert again.status_code == 200 and parse(again).find("section", id="guardrails")
+    refused = f"{NEWS} is not paused: nothing to resume."
+    assert notice_of(again) == {"text": refused, "refused": True}
+    flashed = admin.post(path, data={"csrf_token": csrf(admin, "/")})  # without htmx
+    assert flashed.status_code == 302
+    assert refused in admin.get(flashed.headers["Location"]).get_data(as_text=True)
     (row,) = db.session.execute(
         select(AuditEvent.actor, AuditEvent.action, AuditEvent.detail)
     ).all()  # the refusal left none
