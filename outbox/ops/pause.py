@@ -22,9 +22,14 @@ REASON_CHARS = 500  # a reason is cut to this many characters
 
 
 def current() -> Pause | None:
-    """The pause in force, or None while sending runs (a fresh read, not the session's copy)."""
+    """The pause in force, or None while sending runs: a fresh read, not the session's copy,
+    and detached from the session, so that a commit after it (a page's further reads) does
+    not expire it and a resume meanwhile cannot make showing it fail."""
     stmt = select(Pause).where(Pause.id == ROW).execution_options(populate_existing=True)
-    return db.session.execute(stmt).scalar_one_or_none()
+    found = db.session.execute(stmt).scalar_one_or_none()
+    if found is not None:
+        db.session.expunge(found)
+    return found
 
 
 def is_paused() -> bool:
@@ -63,7 +68,6 @@ def resume() -> Pause | None:
     found = current()
     if found is None:
         return None
-    db.session.expunge(found)
     lifted = db.session.execute(delete(Pause).where(Pause.id == ROW)).rowcount  # type: ignore[attr-defined]
     if lifted:
         wakeups.wake()
