@@ -137,13 +137,24 @@
     }
   });
   // What a reader opened (a chart's figures) stays open when the live part comes again.
+  // The state is read off the page right before each swap as well as at each toggle: the
+  // toggle event comes a task after the click, and a push swapped in between takes the
+  // element out of the page first, so its toggle never reaches the document.
   var opened = {};
+  function remember(details) {
+    opened[details.getAttribute("data-keep-open")] = details.open;
+  }
   document.addEventListener("toggle", function (event) {
     var details = event.target;
     if (details instanceof Element && details.hasAttribute("data-keep-open")) {
-      opened[details.getAttribute("data-keep-open")] = details.open;
+      remember(details);
     }
   }, true);
+  function rememberAll() {
+    document.querySelectorAll("details[data-keep-open]").forEach(remember);
+  }
+  document.addEventListener("htmx:sseBeforeMessage", rememberAll);
+  document.addEventListener("htmx:beforeSwap", rememberAll);
   function reopen() {
     document.querySelectorAll("details[data-keep-open]").forEach(function (details) {
       if (opened[details.getAttribute("data-keep-open")] && !details.open) {

@@ -117,6 +117,34 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
         expect(figures.locator("tbody tr").first).to_be_visible()
 
 
+FIGURES = '.stream-chart[data-stream="transactional"] details.figures'
+PUSH_RIGHT_AFTER_CLICK = """figures => {
+  document.querySelector(figures + " summary").click();
+  // What the extension does with a push, before the toggle event the click queued.
+  const live = document.getElementById("live");
+  live.outboxSource.dispatchEvent(new MessageEvent("live", {data: window.lastPush}));
+  return document.querySelector(figures).open;
+}"""
+
+
+def test_figures_opened_in_the_instant_before_a_push_stay_open(browser, site, console):
+    """A push swapped in between the click on the figures' summary and the toggle event the
+    click queues (a task later) finds them open all the same."""
+    with staff_tab(browser, site, console, 1280) as page, same_document(page):
+        expect(page.locator(STREAMED)).to_have_count(1)
+        page.evaluate("""() => document.addEventListener("htmx:sseMessage",
+            event => { window.lastPush = event.detail.data; })""")
+        enqueue(site, "dora@example.com", "Pushed before the toggle")
+        page.wait_for_function("() => window.lastPush !== undefined")
+        assert page.evaluate(PUSH_RIGHT_AFTER_CLICK, FIGURES) is True
+        figures = page.locator(FIGURES)
+        expect(figures).to_have_attribute("open", "")
+        expect(figures.locator("tbody tr").first).to_be_visible()
+        # Closed the same way, they stay closed.
+        assert page.evaluate(PUSH_RIGHT_AFTER_CLICK, FIGURES) is False
+        expect(figures).not_to_have_attribute("open", "")
+
+
 def test_the_charts_in_dark_mode(browser, site, console):
     with staff_tab(browser, site, console, 1280, scheme="dark") as page:
         expect(page.locator(STREAMED)).to_have_count(1)
