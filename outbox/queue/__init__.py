@@ -18,7 +18,7 @@ from outbox.queue.hooks import (
     on_requeue,
     on_store,
 )
-from outbox.queue.inserts import insert_row, insert_rows
+from outbox.queue.inserts import insert_groups, insert_row, insert_rows
 from outbox.queue.kinds import build, on_kind
 from outbox.queue.moves import MoveRefused, write_recipients
 from outbox.queue.outcomes import Finished, record, release_stale
@@ -50,10 +50,10 @@ from outbox.queue.waiting import (
 )
 
 __all__ = [
-    "BATCH_KEY_SEPARATOR", "PAUSED_UNTIL", "Claim", "Damaged", "Finished", "MoveRefused",
-    "Moved", "Queued", "Written", "batch_fingerprint", "build", "cancel", "cancel_mailing",
-    "cancel_many", "claim_batch", "copy_plain", "draft_of", "enqueue", "enqueue_batch",
-    "has_due", "hold", "insert_row", "insert_rows", "on_kind", "on_lost", "on_outcomes",
+    "BATCH_KEY_SEPARATOR", "PAUSED_UNTIL", "Claim", "Damaged", "Finished", "MoveRefused", "Moved",
+    "Queued", "Written", "batch_fingerprint", "build", "cancel", "cancel_mailing", "cancel_many",
+    "claim_batch", "copy_plain", "draft_of", "enqueue", "enqueue_batch", "has_due", "hold",
+    "insert_groups", "insert_row", "insert_rows", "on_kind", "on_lost", "on_outcomes",
     "on_recorded", "on_requeue", "on_store", "pause_mailing", "paused_rows", "read_attachments",
     "read_inline", "record", "release", "release_held", "release_stale", "renew", "resend",
     "resend_all_failed", "resend_many", "resume_mailing", "send_again", "send_now",

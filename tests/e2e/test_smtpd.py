@@ -9,6 +9,7 @@ import contextlib
 import logging
 import smtplib
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -277,6 +278,55 @@ def test_queued_mail_is_answered_with_its_id(app, port, certs, token):
     row = db.session.execute(select(Message.id, Message.source)).one()
     assert (code, text) == (250, f"2.0.0 queued as {row.id}".encode())
     assert row.source == "smtp:app"
+
+
+def test_mails_of_connections_that_wait_are_committed_together_each_answered_its_id(
+    app, certs, token
+):
+    """While the committer stores one connection's mail, three others' wait; then those
+    three go in one transaction, and each client is answered the id of its own mail."""
+    found = free_port()
+    controller = listening(app, "127.0.0.1", found, certs.server_context(), timeout=10)
+    committer = controller.handler.committer
+    store, entered, release = committer.store_many, threading.Event(), threading.Event()
+    groups: list[list[str]] = []
+
+    def held_first(mails):  # type: ignore[no-untyped-def]
+        groups.append([mail.recipients[0] for mail in mails])
+        if len(groups) == 1:
+            entered.set()
+            release.wait(30)
+        return store(mails)
+
+    committer.store_many = held_first
+    answers: dict[int, tuple[int, bytes]] = {}
+
+    def send(n: int) -> None:
+        client = login(found, certs, token)
+        client.mail("a@example.com")
+        client.rcpt(f"c{n}@example.com")
+        answers[n] = client.data(MAIL.replace(b"Subject: hi", f"Subject: {n}".encode()))
+        client.quit()
+
+    try:
+        senders = [threading.Thread(target=send, args=(n,)) for n in range(4)]
+        senders[0].start()
+        assert entered.wait(30)
+        for sender in senders[1:]:
+            sender.start()
+        with committer.ready:
+            assert committer.ready.wait_for(lambda: len(committer.waiting) == 3, timeout=30)
+        release.set()
+        for sender in senders:
+            sender.join(30)
+    finally:
+        release.set()
+        controller.stop()
+    assert groups[0] == ["c0@example.com"]
+    assert sorted(groups[1]) == ["c1@example.com", "c2@example.com", "c3@example.com"]
+    assert len(groups) == 2
+    rows = {subject: pk for subject, pk in db.session.execute(select(Message.subject, Message.id))}
+    assert answers == {n: (250, f"2.0.0 queued as {rows[str(n)]}".encode()) for n in range(4)}
 
 
 def test_smtpd_refuses_to_start_without_tls_or_the_plaintext_setting(app, tmp_path: Path):

@@ -15,6 +15,8 @@ other bytes under it are another mail, refused.
 import hashlib
 import re
 import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.header import decode_header, make_header
 from email.utils import format_datetime
@@ -22,7 +24,7 @@ from typing import Any, cast
 
 from flask import current_app
 from sqlalchemy import Table, insert, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from outbox.capabilities.submission import Queued, Refused
 from outbox.capabilities.submission.raw import read
@@ -37,7 +39,7 @@ from outbox.core.streams import DEFAULT as DEFAULT_STREAM
 from outbox.core.streams import parse as parse_stream
 from outbox.models import CHUNK_BYTES, Message, RawChunk, utcnow
 from outbox.models.db import db
-from outbox.queue import insert_row
+from outbox.queue import insert_groups, insert_row
 from outbox.queue.store import msgid_domain
 
 MAX_LINE = 998  # octets before CRLF (RFC 5322 2.1.1)
@@ -263,6 +265,65 @@ def queue_raw(
     row = prepared(sender, recipients, data, now)
     raw = row.pop("raw")
     row.update(source=source, **values)
+    return _queued(row, raw, now)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """A mail as the SMTP transaction handed it over: what queue_raw takes."""
+
+    sender: str
+    recipients: list[str]
+    data: bytes
+    source: str
+
+
+def queue_many(mails: Sequence[Submitted]) -> list[Queued | Exception]:
+    """Store mails handed over at once (several connections' DATA), all in one transaction.
+
+    Each mail gets what queue_raw would answer for it alone: its Queued, or the exception
+    it would raise (Refused, a database error). A mail refused leaves the others to go
+    on; if the one transaction cannot be written because of one mail (a Message-ID queued
+    before, a recipient refused as suppressed), each is stored alone, as queue_raw does.
+    """
+    now = utcnow()
+    answers: list[Queued | Exception | None] = [None] * len(mails)
+    rows: list[dict[str, Any]] = []
+    raws: list[bytes] = []
+    taken: list[int] = []
+    for n, mail in enumerate(mails):
+        try:
+            row = prepared(mail.sender, mail.recipients, mail.data, now)
+        except Refused as exc:
+            answers[n] = exc
+            continue
+        raws.append(row.pop("raw"))
+        row["source"] = mail.source
+        rows.append(row)
+        taken.append(n)
+    try:
+        # One mail alone takes queue_raw's path: a multi-row INSERT costs it more.
+        stored: list[Queued] | None = _stored_together(rows, raws, now) if len(rows) > 1 else None
+    except (IntegrityError, screen.Rejected):
+        stored = None  # rolled back: one of them is told apart below
+    except Exception as exc:  # the database: every mail of the transaction gets it
+        stored = None
+        for n in taken:
+            answers[n] = exc
+    for k, n in enumerate(taken):
+        if stored is not None:
+            answers[n] = stored[k]
+        elif answers[n] is None:
+            try:
+                answers[n] = _queued(rows[k], raws[k], now)
+            except (Refused, SQLAlchemyError) as exc:
+                answers[n] = exc
+    return [answer for answer in answers if answer is not None]
+
+
+def _queued(row: dict[str, Any], raw: bytes, now: datetime) -> Queued:
+    """A prepared mail stored alone, or the earlier answer for a retry of it, or its part
+    of a split delivery stored."""
     try:
         return _stored(row, raw, now)
     except IntegrityError:  # its Message-ID was queued before
@@ -286,9 +347,7 @@ def _stored(row: dict[str, Any], raw: bytes, now: datetime) -> Queued:
         raise Refused(550, "5.7.1", str(exc)) from None
     try:
         pk = insert_row(row)
-        for seq, start in enumerate(range(0, len(raw), CHUNK_BYTES)):
-            chunk = {"message_pk": pk, "seq": seq, "data": raw[start : start + CHUNK_BYTES]}
-            db.session.connection().execute(INSERT_RAW, chunk)
+        db.session.execute(INSERT_RAW, _chunks(pk, raw))
         if marked:
             screen.announce([(pk, row)], now)
         db.session.commit()
@@ -296,6 +355,30 @@ def _stored(row: dict[str, Any], raw: bytes, now: datetime) -> Queued:
         db.session.rollback()
         raise
     return Queued(pk, row["message_id"])
+
+
+def _stored_together(rows: list[dict[str, Any]], raws: list[bytes], now: datetime) -> list[Queued]:
+    """Each row and its raw bytes inserted, then one commit; rolled back and raised if any
+    cannot be (IntegrityError, screen.Rejected, a database error)."""
+    rows = [dict(row) for row in rows]  # as _stored: the marks are this insert's
+    try:
+        marked = screen.screen(rows, now)
+        ids = insert_groups(rows, [range(len(rows))])
+        db.session.execute(INSERT_RAW, [c for pk, raw in zip(ids, raws, strict=True)
+                                        for c in _chunks(pk, raw)])  # fmt: skip
+        if marked:
+            screen.announce([(ids[n], rows[n]) for n in marked], now)
+        db.session.commit()
+    except BaseException:
+        db.session.rollback()
+        raise
+    return [Queued(pk, row["message_id"]) for pk, row in zip(ids, rows, strict=True)]
+
+
+def _chunks(pk: int, raw: bytes) -> list[dict[str, Any]]:
+    """The rows of raw_chunks that hold a mail's bytes."""
+    return [{"message_pk": pk, "seq": seq, "data": raw[start : start + CHUNK_BYTES]}
+            for seq, start in enumerate(range(0, len(raw), CHUNK_BYTES))]  # fmt: skip
 
 
 def _queued_before(row: dict[str, Any]) -> Queued | None:
