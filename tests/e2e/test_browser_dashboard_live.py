@@ -106,6 +106,9 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
         expect(page.locator(".stream-chart svg.throughput text.axis").first).to_be_visible()
         fits(page, width)
         figures = page.locator('.stream-chart[data-stream="transactional"] details.figures')
+        # Clicked right after a push, not across one: a click whose press and release land
+        # on two different live parts is lost (the wholesale swap, a known fault of its own).
+        page.evaluate(JUST_PUSHED)
         figures.locator("summary").click()
         expect(figures.locator("tbody tr").first).to_be_visible()
         # Opened, the figures stay open when a push brings the live part again.
@@ -117,6 +120,10 @@ def test_the_charts_switch_windows_and_a_sent_message_is_pushed_without_a_reload
         expect(figures.locator("tbody tr").first).to_be_visible()
 
 
+JUST_PUSHED = """() => new Promise(done => {
+  document.addEventListener("htmx:sseMessage", () => done(), {once: true});
+  setTimeout(done, 3000);
+})"""
 FIGURES = '.stream-chart[data-stream="transactional"] details.figures'
 PUSH_RIGHT_AFTER_CLICK = """figures => {
   document.querySelector(figures + " summary").click();
