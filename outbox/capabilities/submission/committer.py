@@ -36,8 +36,6 @@ class Committer:
         self.waiting: list[Waiting] = []
         self.ready = threading.Condition()
         self.running = False
-        self.groups = 0  # transactions written, for the tests and the bench
-        self.stored = 0  # mails answered
 
     async def store(self, mail: Submitted) -> Queued:
         """The mail's Queued once it is committed, or the exception queue_raw would raise."""
@@ -74,8 +72,6 @@ class Committer:
                     answers: list[Any] = self.store_many([mail for mail, _, _ in group])
                 except Exception as exc:  # a fault of outbox's: each mail is told, as alone
                     answers = [exc] * len(group)
-                self.groups += 1
-                self.stored += len(group)
                 for (_, future, loop), answer in zip(group, answers, strict=True):
                     try:
                         loop.call_soon_threadsafe(_settle, future, answer)
